@@ -1,0 +1,207 @@
+"""Read a consistent snapshot of policy directories, and notice when it changes.
+
+A Kubernetes ConfigMap volume looks like this::
+
+    zone.policy -> ..data/zone.policy
+    ..data      -> ..2026_11_21_10_00_00.123/
+    ..2026_11_21_10_00_00.123/zone.policy
+
+The kubelet updates it by writing a new timestamped directory, renaming a ``..data_tmp`` symlink
+over ``..data`` (atomic), then adding and removing the top-level ``name -> ..data/name`` links and
+deleting the old directory. Only the ``..data`` target is ever complete: just after the rename a
+new key has no top-level link yet and a removed key's link dangles. So when ``..data`` exists we
+list and read the files of its resolved target, and read again if ``..data`` moved while we read.
+A plain directory (a developer's checkout, a ``subPath`` mount) is listed directly, following
+symlinks, and read again if any file's inode, size or mtime changed while we read.
+
+Nothing here caches a path: every snapshot resolves the symlinks afresh, which is what makes
+polling the fallback that always works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+#: ConfigMap volumes point this link at the complete, current payload directory.
+DATA_LINK = "..data"
+
+#: How often a snapshot is read again when the directory changed under it.
+MAX_READ_ATTEMPTS = 5
+
+
+class ReadError(Exception):
+    """A policy directory could not be read; the message says which and how to fix it."""
+
+
+class ConcurrentUpdate(ReadError):
+    """The directory kept changing while it was read; try again at the next poll."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The policy files of every directory, read at one consistent moment."""
+
+    #: {file name as shown in errors: raw bytes}
+    files: dict[str, bytes]
+    #: sha256 over the sorted names and contents: equal digests mean equal content
+    digest: str
+
+    def sources(self) -> dict[str, str]:
+        """The files decoded as UTF-8; raises ReadError naming the first undecodable one."""
+        return {name: decode(name, data) for name, data in self.files.items()}
+
+
+def decode(name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise ReadError(
+            f"{name}:{line}:{column}: byte {data[err.start]:#04x} is not UTF-8; "
+            "save the policy file as UTF-8 text"
+        ) from None
+
+
+def read_snapshot(dirs: list[str], suffixes: tuple[str, ...]) -> Snapshot:
+    """Read every policy file of ``dirs`` (names ending in one of ``suffixes``)."""
+    files: dict[str, bytes] = {}
+    origin: dict[str, str] = {}
+    for directory in dirs:
+        for name, data in read_directory(directory, suffixes).items():
+            key = file_key(directory, name, len(dirs))
+            if key in files:
+                raise ReadError(
+                    f"{os.path.join(directory, name)}: a policy file named {name!r} is also in "
+                    f"{origin[key]}; rename one of them"
+                )
+            files[key], origin[key] = data, directory
+    return Snapshot(files, digest_of(files))
+
+
+def file_key(directory: str, name: str, dir_count: int) -> str:
+    """The name a file goes by in errors and in the policy set's sources.
+
+    With one directory it is the bare file name, so a policy version (a hash of names and
+    contents) does not depend on where the ConfigMap is mounted.
+    """
+    return name if dir_count == 1 else os.path.join(os.path.basename(os.path.normpath(directory)), name)
+
+
+def digest_of(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + str(len(files[name])).encode() + b"\0" + files[name])
+    return h.hexdigest()
+
+
+def read_directory(directory: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:
+    """One directory's policy files, read again while it changes under us."""
+    if not os.path.isdir(directory):
+        raise ReadError(
+            f"{directory}: policy directory does not exist or is not a directory; mount the "
+            "policy ConfigMap there or point the service at the right directory"
+        )
+    for _ in range(MAX_READ_ATTEMPTS):
+        files = read_directory_once(directory, suffixes)
+        if files is not None:
+            return files
+    raise ConcurrentUpdate(f"{directory}: kept changing during {MAX_READ_ATTEMPTS} reads")
+
+
+def read_directory_once(directory: str, suffixes: tuple[str, ...]) -> dict[str, bytes] | None:
+    """The files, or None when the directory changed while they were read."""
+    target = data_target(directory)
+    root = target or directory
+    before = signature(root, suffixes)
+    try:
+        files = {name: read_file(os.path.join(root, name)) for name in before}
+    except FileNotFoundError:
+        return None  # the old timestamped directory was deleted while we read it
+    if data_target(directory) != target or signature(root, suffixes) != before:
+        return None
+    return files
+
+
+def data_target(directory: str) -> str | None:
+    """The resolved directory ``..data`` points at, or None outside a ConfigMap volume."""
+    link = os.path.join(directory, DATA_LINK)
+    if not os.path.lexists(link):
+        return None
+    return os.path.realpath(link)
+
+
+def signature(root: str, suffixes: tuple[str, ...]) -> dict[str, tuple[int, int, int, int]]:
+    """{policy file name: (device, inode, size, mtime)} of the visible files under ``root``.
+
+    Hidden entries (``..data``, ``..2026_…``, editor swap files) are skipped; symlinks are followed
+    and dangling ones skipped (a key the kubelet is removing).
+    """
+    found = {}
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return {}
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.name.endswith(suffixes):
+            continue
+        try:
+            st = os.stat(entry.path)  # follows symlinks, fresh every time
+        except FileNotFoundError:
+            continue
+        if os.path.isfile(entry.path):
+            found[entry.name] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return found
+
+
+def read_file(path: str) -> bytes:
+    with open(os.path.realpath(path), "rb") as f:
+        return f.read()
+
+
+class DirectoryWatcher:
+    """Calls ``wake()`` soon after anything changes in ``dirs`` (inotify through watchdog).
+
+    Only a hint to poll now: the snapshot is always re-read and compared by digest, so a missed,
+    doubled or odd event kind (they vary by platform) costs latency, never correctness. The
+    watch is on the directories, not the files, because a watch on a file is lost when the
+    kubelet removes it. When watchdog or inotify is unavailable (for example the per-user
+    inotify instance limit is reached), ``start()`` returns False and polling alone remains.
+    """
+
+    def __init__(self, dirs: list[str], wake) -> None:
+        self._dirs = dirs
+        self._wake = wake
+        self._observer = None
+
+    def start(self) -> bool:
+        try:
+            from watchdog.events import FileSystemEventHandler
+            from watchdog.observers import Observer
+        except ImportError:
+            return False
+        wake = self._wake
+
+        class WakeOnAnyEvent(FileSystemEventHandler):
+            def on_any_event(self, event) -> None:
+                if event.event_type not in ("opened", "closed_no_write"):
+                    wake()
+
+        observer = Observer()
+        observer.daemon = True
+        try:
+            for directory in self._dirs:
+                observer.schedule(WakeOnAnyEvent(), directory, recursive=False)
+            observer.start()
+        except OSError:
+            return False
+        self._observer = observer
+        return True
+
+    def stop(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=2)
+            self._observer = None
