@@ -1,0 +1,230 @@
+"""Prometheus metrics for ``/metrics``, correct under gunicorn's several worker processes.
+
+The service calls plain functions: :func:`observe_request`, :func:`count_decision`,
+:func:`set_policy_status`, :func:`count_session`, and :func:`render` for the ``/metrics`` route.
+The gunicorn configuration calls :func:`on_starting` and :func:`child_exit`.
+
+Multiprocess mode. ``prometheus_client`` picks how it stores values (in memory, or in one mmap
+file per process under ``PROMETHEUS_MULTIPROC_DIR``) once, when it is first imported. So this
+module imports it lazily, inside functions: :func:`on_starting` (in the gunicorn master, before
+any worker forks) sets the directory first, and every worker then writes its own files.
+:func:`render` sums the files of every process with a ``MultiProcessCollector``; without the
+variable (tests, ``policy-extender serve`` in one process) it renders the in-process registry.
+
+Gauges say how the processes' values combine (``multiprocess_mode``); the ``live*`` modes drop a
+worker's values once :func:`child_exit` has marked it dead. Counters and histograms of a dead
+worker stay counted, as Prometheus counters must never go down.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+PREFIX = "policy_extender_"
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+#: Seconds. Volcano's documented ``extender.httpTimeout`` is 100ms (its default is 1s).
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0)
+
+#: Bytes: a predicate body is ~100-200 KB, a snapshot tens to hundreds of MB.
+BODY_BUCKETS = tuple(float(1024 * 4**n) for n in range(0, 11))  # 1 KiB .. 1 GiB
+
+SESSION_EVENTS = ("opened", "closed", "expired")
+
+
+@dataclass
+class Metrics:
+    """Every metric of the service, in one registry, plus caches of labelled children."""
+
+    registry: Any
+    request_seconds: Any
+    request_bytes: Any
+    requests: Any
+    decisions: Any
+    sessions: Any
+    reload_ok: Any
+    reload_success_time: Any
+    policy_errors: Any
+    policy_info: Any
+    active_version: str | None = None
+    children: dict = field(default_factory=dict)
+
+
+def build() -> Metrics:
+    """Create the metrics. The first call in a process imports ``prometheus_client``."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    _refuse_mixed_mode()
+    registry = CollectorRegistry(auto_describe=True)
+    verb = ("verb",)
+    return Metrics(
+        registry=registry,
+        request_seconds=Histogram(PREFIX + "request_duration_seconds",
+                                  "Time to answer one Volcano call, from body read to response.",
+                                  verb, buckets=LATENCY_BUCKETS, registry=registry),
+        request_bytes=Histogram(PREFIX + "request_body_bytes", "Size of request bodies.",
+                                verb, buckets=BODY_BUCKETS, registry=registry),
+        requests=Counter(PREFIX + "requests", "Volcano calls answered, by verb kind and HTTP status.",
+                         ("verb", "code"), registry=registry),
+        decisions=Counter(PREFIX + "decisions", "Decisions by verb kind, deciding rule and outcome.",
+                          ("verb", "rule", "outcome"), registry=registry),
+        sessions=Counter(PREFIX + "sessions", "Scheduling sessions opened, closed or expired.",
+                         ("event",), registry=registry),
+        reload_ok=Gauge(PREFIX + "policy_last_reload_successful",
+                        "1 if every live worker's last policy load succeeded, else 0.",
+                        registry=registry, multiprocess_mode="livemin"),
+        reload_success_time=Gauge(PREFIX + "policy_last_reload_success_timestamp_seconds",
+                                  "Unix time of the last successful policy load (oldest live worker).",
+                                  registry=registry, multiprocess_mode="livemin"),
+        policy_errors=Gauge(PREFIX + "policy_errors",
+                            "Diagnostics of the last policy load (highest among live workers).",
+                            registry=registry, multiprocess_mode="livemax"),
+        policy_info=Gauge(PREFIX + "policy_info",
+                          "1 for the policy version a live worker serves; two 1s mean workers disagree.",
+                          ("version",), registry=registry, multiprocess_mode="livemax"),
+    )
+
+
+def _refuse_mixed_mode() -> None:
+    """Fail loudly when the directory was set after prometheus_client chose in-memory values."""
+    from prometheus_client import values
+
+    if os.environ.get(MULTIPROC_ENV) and not getattr(values.ValueClass, "_multiprocess", False):
+        raise RuntimeError(
+            f"{MULTIPROC_ENV} was set after prometheus_client was imported, so this process "
+            "would keep metrics in memory and /metrics would miss them; set the variable before "
+            "the process starts (the Dockerfile does) or call metrics.on_starting() first")
+
+
+_lock = threading.Lock()
+_metrics: Metrics | None = None
+
+
+def metrics() -> Metrics:
+    """This process's metrics, built on first use (after a fork, the copy the worker inherited)."""
+    global _metrics
+    if _metrics is None:
+        with _lock:
+            if _metrics is None:
+                _metrics = build()
+    return _metrics
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, cached: the label lookup costs more than the write."""
+    key = (id(metric), labels)
+    child = metrics().children.get(key)
+    if child is None:
+        child = metrics().children[key] = metric.labels(*labels)
+    return child
+
+
+# ---------------------------------------------------------------------------------------------
+# what the service calls
+
+
+def observe_request(verb: str, status_code: int, seconds: float, body_bytes: int) -> None:
+    """One answered Volcano call (``verb`` is the verb kind, such as ``predicate``)."""
+    m = metrics()
+    _child(m.request_seconds, verb).observe(seconds)
+    _child(m.request_bytes, verb).observe(body_bytes)
+    _child(m.requests, verb, str(status_code)).inc()
+
+
+def count_decision(verb: str, rule: str, outcome: str) -> None:
+    """One decision: ``count_decision("predicate", "zone-match", "reject")``.
+
+    Outcomes by verb kind: predicate ``reject``; preemptable/reclaimable ``evict`` (once per
+    victim, with the victim rule) or ``reject``; jobEnqueueable ``permit``/``reject``/``abstain``;
+    queueOverused ``overused``/``not_overused``; jobReady ``ready``/``not_ready``. ``rule`` is
+    the deciding rule's name, or ``""`` for the neutral default.
+    """
+    _child(metrics().decisions, verb, rule, outcome).inc()
+
+
+def count_session(event: str) -> None:
+    """A session ``opened``, ``closed`` or ``expired`` (forgotten after the session TTL)."""
+    if event not in SESSION_EVENTS:
+        raise ValueError(f"session event {event!r} is not one of {', '.join(SESSION_EVENTS)}")
+    _child(metrics().sessions, event).inc()
+
+
+def set_policy_status(version: str | None, loaded_at: float, ok: bool, error_count: int) -> None:
+    """After each policy load: the version now served, when, whether the load succeeded.
+
+    A failed load keeps serving the previous version: pass that version (or None when nothing was
+    ever loaded) with ``ok=False``; ``loaded_at`` is only recorded for a successful load.
+    """
+    m = metrics()
+    m.reload_ok.set(1 if ok else 0)
+    m.policy_errors.set(error_count)
+    if ok:
+        m.reload_success_time.set(loaded_at)
+    _set_active_version(m, version)
+
+
+def _set_active_version(m: Metrics, version: str | None) -> None:
+    if m.active_version == version:
+        return
+    if m.active_version is not None:
+        _child(m.policy_info, m.active_version).set(0)
+    if version is not None:
+        _child(m.policy_info, version).set(1)
+    m.active_version = version
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text for ``/metrics`` and its content type."""
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    directory = os.environ.get(MULTIPROC_ENV)
+    if not directory:
+        return generate_latest(metrics().registry), CONTENT_TYPE_LATEST
+    metrics()  # this worker's files exist even before its first request
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=directory)
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+# ---------------------------------------------------------------------------------------------
+# gunicorn hooks (the master process)
+
+
+def prepare_directory(directory: str | None = None) -> str:
+    """Make ``PROMETHEUS_MULTIPROC_DIR`` an empty directory and export it; returns its path.
+
+    Files left by a previous run would be summed into this one, so its ``*.db`` files (and only
+    those: the variable might name a shared directory) are removed.
+    """
+    directory = directory or os.environ.get(MULTIPROC_ENV) or os.path.join(
+        tempfile.gettempdir(), "policy-extender-metrics")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    for name in os.listdir(directory):
+        if name.endswith(".db"):
+            os.remove(os.path.join(directory, name))
+    os.environ[MULTIPROC_ENV] = directory
+    return directory
+
+
+def on_starting(server: Any = None) -> None:
+    """gunicorn ``on_starting`` hook: set up the multiprocess directory before workers fork."""
+    directory = prepare_directory()
+    if server is not None:
+        server.log.info("metrics: multiprocess directory %s", directory)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """gunicorn ``child_exit`` hook: drop a dead worker's live gauges."""
+    mark_process_dead(worker.pid)
+
+
+def mark_process_dead(pid: int) -> None:
+    from prometheus_client import multiprocess
+
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.mark_process_dead(pid)
