@@ -1,0 +1,309 @@
+"""The service's configuration: one dataclass, four sources.
+
+Precedence, highest first: command-line flags > environment variables (``POLICY_EXTENDER_<NAME>``)
+> the YAML file given with ``--config`` (read with ``yaml.safe_load``) > the defaults below.
+Every option is one field of :class:`Config`; its metadata holds the help text and the parser
+that turns a flag, an environment variable or a YAML scalar into the field's value.
+``docs/configuration.md`` is generated from these fields (:func:`markdown_table`) and a test keeps
+the two identical.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import yaml
+
+ENV_PREFIX = "POLICY_EXTENDER_"
+
+#: Verb kinds in the order of Volcano's extender plugin, each with its default URL path.
+VERB_KINDS: tuple[str, ...] = (
+    "onSessionOpen", "onSessionClose", "predicate", "prioritize", "preemptable", "reclaimable",
+    "jobEnqueueable", "jobEnqueued", "queueOverused", "jobReady", "allocateFunc", "deallocateFunc",
+)
+
+MIB = 1024 * 1024
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
+               "mib": MIB, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+#: Verbs whose body limit is not ``body_limit``: the snapshot is the whole cluster.
+DEFAULT_BODY_LIMITS = {"onSessionOpen": 512 * MIB}
+
+
+class ConfigError(ValueError):
+    """A bad option: the message says where it came from, what is wrong and how to fix it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# parsers: text (flag, environment, YAML scalar) or YAML value -> field value
+
+
+def parse_str(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        raise ValueError("expected a single value, not a list or mapping")
+    return str(value)
+
+
+def parse_int(value: Any) -> int:
+    if isinstance(value, bool) or not re.fullmatch(r"\s*\d+\s*", str(value)):
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def parse_float(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number of seconds, got {value!r}") from None
+    if number < 0:
+        raise ValueError(f"expected a number >= 0, got {value!r}")
+    return number
+
+
+def parse_size(value: Any) -> int:
+    """``16MiB``, ``512 MiB``, ``1GB``, ``1048576`` -> bytes."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(value))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _SIZE_UNITS:
+        raise ValueError(f"expected a size such as 16MiB, 512MiB or 1048576, got {value!r}")
+    return int(match.group(1)) * _SIZE_UNITS[unit]
+
+
+def parse_list(value: Any) -> tuple[str, ...]:
+    """A YAML list, or text separated by commas (or the OS path separator)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(str(item) for item in value)
+    parts = re.split(rf"[,{re.escape(os.pathsep)}]", str(value))
+    return tuple(part.strip() for part in parts if part.strip())
+
+
+def parse_mapping(value: Any) -> dict[str, str]:
+    """A YAML mapping, or text ``key=value,key=value``."""
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    pairs = {}
+    for item in filter(None, (part.strip() for part in str(value).split(","))):
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected key=value[,key=value...], got {item!r}")
+        pairs[key.strip()] = val.strip()
+    return pairs
+
+
+def parse_verbs(value: Any) -> dict[str, str]:
+    verbs = parse_mapping(value)
+    unknown = sorted(set(verbs) - set(VERB_KINDS))
+    if unknown:
+        raise ValueError(f"unknown verb kind {unknown[0]!r}; the kinds are {', '.join(VERB_KINDS)}")
+    for kind, path in verbs.items():
+        if not re.fullmatch(r"[A-Za-z0-9._~-]+", path):
+            raise ValueError(f"verb path for {kind} must be one URL segment such as customFilter, got {path!r}")
+    return verbs
+
+
+def parse_limits(value: Any) -> dict[str, int]:
+    limits = parse_mapping(value)
+    unknown = sorted(set(limits) - set(VERB_KINDS))
+    if unknown:
+        raise ValueError(f"unknown verb kind {unknown[0]!r}; the kinds are {', '.join(VERB_KINDS)}")
+    return {**DEFAULT_BODY_LIMITS, **{kind: parse_size(size) for kind, size in limits.items()}}
+
+
+def parse_choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).lower()
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return text
+    return parse
+
+
+def parse_store(value: Any) -> str:
+    text = str(value)
+    if not (text.startswith("sqlite:") or text.startswith(("redis://", "rediss://", "unix://"))):
+        raise ValueError(f"expected sqlite:PATH or redis://HOST:PORT/DB, got {value!r}")
+    return text
+
+
+def parse_bind(value: Any) -> str:
+    text = str(value)
+    if not (text.startswith("unix:") or re.fullmatch(r"\[?[^\s\]]*\]?:\d+", text)):
+        raise ValueError(f"expected HOST:PORT (such as 127.0.0.1:8713) or unix:PATH, got {value!r}")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# the options
+
+
+def option(default: Any, help: str, parse: Callable[[Any], Any], *, factory: bool = False,
+           shown: str | None = None) -> Any:
+    meta = {"help": help, "parse": parse, "shown": shown}
+    if factory:
+        return field(default_factory=default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+def default_store() -> str:
+    return "sqlite:" + os.path.join(os.environ.get("TMPDIR", "/tmp"), "policy-extender-sessions.sqlite")
+
+
+@dataclass(frozen=True)
+class Config:
+    bind: str = option("127.0.0.1:8713", "Address to listen on: HOST:PORT or unix:PATH. The default is "
+                       "the sidecar URL Volcano's `extender.urlPrefix` points at.", parse_bind)
+    workers: int = option(default_workers, "gunicorn worker processes.", parse_int, factory=True,
+                          shown="the machine's CPU count")
+    threads: int = option(4, "Threads per worker (gthread workers: each keeps Volcano's keep-alive "
+                          "connections; 16 parallel predicate calls need workers x threads >= 16).", parse_int)
+    policy_dirs: tuple[str, ...] = option(("policies",), "Directories of `*.policy` files (list, or "
+                                          "comma-separated in a flag or environment variable).", parse_list)
+    verbs: dict[str, str] = option(dict, "URL path of each verb kind, when the scheduler's "
+                                   "`extender.<kind>Verb` renames it: `predicate=customFilter,...` or a "
+                                   "YAML mapping. Unnamed kinds keep their own name as path.",
+                                   parse_verbs, factory=True, shown="each kind's own name")
+    path_prefix: str = option("", "Path before every verb, when `extender.urlPrefix` has one "
+                              "(`http://host:8713/extender` -> `/extender`).", parse_str)
+    session_store: str = option(default_store, "Shared session store: `sqlite:PATH` (one host, every "
+                                "worker) or `redis://HOST:PORT/DB` (several replicas).", parse_store,
+                                factory=True, shown="sqlite:$TMPDIR/policy-extender-sessions.sqlite")
+    session_ttl: float = option(600.0, "Seconds after which a session never closed is forgotten.",
+                                parse_float)
+    body_limit: int = option(16 * MIB, "Largest request body for any verb without its own limit "
+                             "(bytes, or 16MiB, 1GB ...). A larger body is answered 413.", parse_size)
+    body_limits: dict[str, int] = option(lambda: dict(DEFAULT_BODY_LIMITS), "Per-verb body limits: "
+                                         "`onSessionOpen=512MiB,prioritize=128MiB` or a YAML mapping.",
+                                         parse_limits, factory=True, shown="onSessionOpen=512MiB")
+    log_level: str = option("info", "debug, info, warning or error.",
+                            parse_choice("debug", "info", "warning", "error"))
+    log_format: str = option("text", "text or json (one JSON object per line).", parse_choice("text", "json"))
+    reload_interval: float = option(5.0, "Seconds between checks of the policy directories for "
+                                    "changes (0: never reload).", parse_float)
+
+    def verb_paths(self) -> dict[str, str]:
+        """URL path (with prefix) -> verb kind."""
+        prefix = "/" + self.path_prefix.strip("/") if self.path_prefix.strip("/") else ""
+        return {f"{prefix}/{self.verbs.get(kind, kind)}": kind for kind in VERB_KINDS}
+
+    def body_limit_for(self, kind: str) -> int:
+        return self.body_limits.get(kind, self.body_limit)
+
+
+OPTIONS: tuple[dataclasses.Field, ...] = dataclasses.fields(Config)
+
+
+def env_name(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+         config_file: str | None = None) -> Config:
+    """The configuration from every source; ``flags`` holds only options given on the command line."""
+    environ = os.environ if environ is None else environ
+    config_file = config_file or environ.get(ENV_PREFIX + "CONFIG")
+    values: dict[str, Any] = {}
+    if config_file:
+        values.update(read_yaml(config_file))
+    values.update(read_environment(environ))
+    values.update(parse_values(dict(flags or {}), lambda name: f"flag {flag_name(name)}"))
+    return Config(**values)
+
+
+def read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    given = {opt.name: environ[env_name(opt.name)] for opt in OPTIONS if env_name(opt.name) in environ}
+    return parse_values(given, lambda name: f"environment variable {env_name(name)}")
+
+
+def parse_values(given: Mapping[str, Any], where: Callable[[str], str]) -> dict[str, Any]:
+    parsers = {opt.name: opt.metadata["parse"] for opt in OPTIONS}
+    values = {}
+    for name, raw in given.items():
+        if raw is None:
+            continue
+        try:
+            values[name] = parsers[name](raw)
+        except ValueError as exc:
+            raise ConfigError(f"{where(name)}: {exc}") from None
+    return values
+
+
+def read_yaml(path: str) -> dict[str, Any]:
+    """Options from a YAML mapping of option names; errors point at file:line:col."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configuration file ({exc.strerror}); "
+                          "check the --config path") from None
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        raise ConfigError(f"{path}:{mark.line + 1}:{mark.column + 1}: invalid YAML: {exc.problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1:1: expected a mapping of option names (bind: ..., workers: ...)")
+    return parse_values(_check_known(path, data, node), lambda name: _yaml_where(path, node, name))
+
+
+def _check_known(path: str, data: dict, node: yaml.Node) -> dict:
+    known = {opt.name for opt in OPTIONS}
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"{_yaml_where(path, node, key)}: unknown option {key!r}; "
+                              f"the options are {', '.join(sorted(known))}")
+    return data
+
+
+def _yaml_where(path: str, node: yaml.Node, key: str) -> str:
+    for key_node, _ in getattr(node, "value", ()):
+        if getattr(key_node, "value", None) == key:
+            mark = key_node.start_mark
+            return f"{path}:{mark.line + 1}:{mark.column + 1}: {key}"
+    return f"{path}: {key}"
+
+
+# ---------------------------------------------------------------------------------------------
+# documentation
+
+
+def markdown_table() -> str:
+    """The option table of docs/configuration.md."""
+    rows = ["| option (YAML key) | flag | environment variable | default | meaning |",
+            "|---|---|---|---|---|"]
+    for opt in OPTIONS:
+        rows.append(f"| `{opt.name}` | `{flag_name(opt.name)}` | `{env_name(opt.name)}` | "
+                    f"{_shown_default(opt)} | {opt.metadata['help']} |")
+    return "\n".join(rows) + "\n"
+
+
+def _shown_default(opt: dataclasses.Field) -> str:
+    if opt.metadata["shown"]:
+        return opt.metadata["shown"]
+    value = opt.default
+    if isinstance(value, tuple):
+        value = ",".join(value)
+    if value == "":
+        return "(none)"
+    if opt.metadata["parse"] is parse_size:
+        return f"`{value // MIB}MiB`"
+    return f"`{value}`"
