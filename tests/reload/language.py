@@ -1,0 +1,22 @@
+"""The policy texts the reload tests write: good versions told apart by a score, and broken ones.
+
+Uses the real compiler (``policy_extender.policy.compile_sources``) so a "broken" set is one the
+product really refuses.
+"""
+
+from __future__ import annotations
+
+from policy_extender.policy import PolicyError, compile_sources
+
+
+class Language:
+    compile = staticmethod(compile_sources)
+    error_type = PolicyError
+
+    def good(self, score: int) -> str:
+        """A policy set whose prioritize answers ``score`` for every node."""
+        return f"score {score}\n"
+
+    def broken(self) -> str:
+        """Text the checker refuses, with the error on line 2."""
+        return "score 1\nscore 1 +\n"
