@@ -69,16 +69,6 @@ class ReloadStatus:
         """JSON-ready, for ``/status``."""
         return {**asdict(self), "ready": self.ready}
 
-    def metric_values(self) -> dict[str, float]:
-        """Prometheus-style gauges and counters (names without the service prefix)."""
-        return {
-            "config_last_reload_successful": 1.0 if self.last_reload_ok else 0.0,
-            "config_last_reload_success_timestamp_seconds": self.last_success_at or 0.0,
-            "config_reloads_total": float(self.reloads_ok),
-            "config_reload_failures_total": float(self.reloads_failed),
-            "config_ready": 1.0 if self.ready else 0.0,
-        }
-
 
 def render_errors(exc: BaseException) -> tuple[str, ...]:
     """Every diagnostic of a failed compile as ``file:line:col: message`` (caret lines kept)."""
@@ -102,10 +92,14 @@ def default_compile(sources: dict[str, str]):
 class PolicyReloader:
     """Loads the policy directories and keeps them loaded; see the module docstring.
 
+    ``interval`` <= 0 turns watching off: the directories are loaded once in ``start`` and then
+    only on ``reload_now``/``request_reload``.
+
     ``on_change(policy_set)`` is called (from the reloader's thread, or the caller of
     ``start``/``reload_now``) with each new good set; ``on_error(status)`` after each failed
-    attempt. Both must be quick and must not raise; an exception from ``on_change`` counts as a
-    failed reload and the previous set stays active.
+    attempt that reports new errors; ``on_status(status)`` after every change of the status
+    (feed the metrics from it). All must be quick and must not raise; an exception from
+    ``on_change`` counts as a failed reload and the previous set stays active.
     """
 
     def __init__(
@@ -115,6 +109,7 @@ class PolicyReloader:
         on_change: Callable[[Any], None] | None = None,
         on_error: Callable[[ReloadStatus], None] | None = None,
         *,
+        on_status: Callable[[ReloadStatus], None] | None = None,
         compile: Callable[[dict[str, str]], Any] = default_compile,
         suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
         inotify: bool = True,
@@ -124,6 +119,7 @@ class PolicyReloader:
         self._interval = interval
         self._on_change = on_change or (lambda ps: None)
         self._on_error = on_error or (lambda status: None)
+        self._on_status = on_status or (lambda status: None)
         self._compile = compile
         self._suffixes = suffixes
         self._use_inotify = inotify
@@ -149,7 +145,7 @@ class PolicyReloader:
     def start(self) -> "PolicyReloader":
         """Load once now (a broken set leaves the status not ready, never raises), then watch."""
         self.reload_now()
-        if self._use_inotify:
+        if self._use_inotify and self._interval > 0:
             self._watcher = DirectoryWatcher(self._dirs, self._wake_soon)
             self._set_status(inotify=self._watcher.start())
         self._thread = threading.Thread(target=self._run, name="policy-reloader", daemon=True)
@@ -231,13 +227,17 @@ class PolicyReloader:
 
     def _set_status(self, **changes: Any) -> None:
         self._status = replace(self._status, **changes)
+        try:
+            self._on_status(self._status)
+        except Exception:
+            log.exception("on_status callback failed")
 
     def _wake_soon(self) -> None:
         self._wake.set()
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            woken = self._wake.wait(self._interval)
+            woken = self._wake.wait(self._interval if self._interval > 0 else None)
             if self._stopping.is_set():
                 return
             if woken and not self._force:
