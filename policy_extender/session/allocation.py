@@ -1,0 +1,41 @@
+"""What the session layer needs to know about one allocate event, and a default record codec.
+
+The wire layer turns an allocateFunc body into a record (bytes) and back; the session layer only
+needs the three facts below from a decoded record, so any object with these attributes will do.
+``AllocationRecord`` with ``encode_allocation`` / ``decode_allocation`` is a ready msgpack codec
+for callers that have nothing better.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+import msgspec
+
+
+class Allocation(Protocol):
+    """One task placed in this cycle. ``resources``: full resource name -> whole units."""
+
+    job_uid: str
+    node_name: str
+    resources: Mapping[str, float]
+
+
+class AllocationRecord(msgspec.Struct, frozen=True, array_like=True):
+    task_uid: str
+    job_uid: str
+    node_name: str
+    resources: dict[str, float] = {}
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(AllocationRecord)
+
+
+def encode_allocation(record: AllocationRecord) -> bytes:
+    return _ENCODER.encode(record)
+
+
+def decode_allocation(data: bytes) -> AllocationRecord:
+    return _DECODER.decode(data)

@@ -1,0 +1,201 @@
+"""SqliteStore: the embedded session store shared by the gunicorn workers of one pod.
+
+One SQLite file in WAL mode (readers never block the writer), ``synchronous=NORMAL`` (per-cycle
+state need not survive a power cut), a busy timeout so concurrent writers queue instead of
+failing. Each process opens its own connection lazily, after fork (a connection inherited
+through fork must never be used), and each thread its own, so threads read concurrently.
+
+The default file lives on ``/dev/shm`` when it exists: tmpfs is fast, and nothing survives a pod
+restart, which is right for state that lives one scheduling cycle.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from policy_extender.session.store import DEFAULT_TTL_SECONDS, Head, SessionCounts, new_session_id
+
+DEFAULT_FILE_NAME = "policy-extender-session.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS head (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, policy_version TEXT NOT NULL,
+    opened_at REAL NOT NULL, expires_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshot (session_id TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS allocation (
+    session_id TEXT NOT NULL, task_uid TEXT NOT NULL, record BLOB NOT NULL,
+    PRIMARY KEY (session_id, task_uid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS policy_version (version TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS policy_source (
+    version TEXT NOT NULL, file TEXT NOT NULL, text TEXT NOT NULL,
+    PRIMARY KEY (version, file)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_count (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+"""
+
+
+def default_path() -> str:
+    """``/dev/shm/<file>`` when /dev/shm is a writable directory, else the temp dir."""
+    shm = "/dev/shm"
+    directory = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    return os.path.join(directory, DEFAULT_FILE_NAME)
+
+
+class SqliteStore:
+    """The session store in one SQLite file (see the module docstring)."""
+
+    def __init__(self, path: str | None = None, ttl_seconds: float = DEFAULT_TTL_SECONDS,
+                 busy_timeout_seconds: float = 10.0) -> None:
+        self.path = path or default_path()
+        self.ttl_seconds = ttl_seconds
+        self.busy_timeout_seconds = busy_timeout_seconds
+        self._local = threading.local()
+        self._inherited: list[sqlite3.Connection] = []
+
+    def __reduce__(self):
+        # A store travels to spawned processes as its settings; each process connects itself.
+        return (SqliteStore, (self.path, self.ttl_seconds, self.busy_timeout_seconds))
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, made on first use in this process (a fork changes the pid)."""
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():
+            if getattr(local, "conn", None) is not None:
+                # Inherited through fork: never use it, never close it (closing could disturb the
+                # parent's WAL state); keep a reference so the garbage collector does not close it.
+                self._inherited.append(local.conn)
+            local.conn = self._connect()
+            local.pid = os.getpid()
+        return local.conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_seconds,
+                               isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.executescript(_SCHEMA)
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the write lock up front (no lock upgrade deadlocks)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    # -- session lifecycle ---------------------------------------------------------------------
+
+    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
+        session_id, now = new_session_id(), time.time()
+        with self._write() as conn:
+            self._end_current(conn, now, ended_normally="replaced")
+            conn.execute("INSERT INTO head VALUES (1, ?, 0, ?, ?, ?)",
+                         (session_id, policy_version, now, now + self.ttl_seconds))
+            conn.execute("INSERT INTO snapshot VALUES (?, ?)", (session_id, snapshot))
+            _store_sources(conn, policy_version, policy_sources)
+            _count(conn, "opened")
+        return session_id
+
+    def close(self) -> None:
+        with self._write() as conn:
+            self._end_current(conn, time.time(), ended_normally="closed")
+
+    def _end_current(self, conn: sqlite3.Connection, now: float, ended_normally: str) -> None:
+        """Drop the current session and everything it holds, counting how it ended."""
+        row = conn.execute("SELECT expires_at FROM head").fetchone()
+        if row is None:
+            return
+        _count(conn, ended_normally if row[0] > now else "expired")
+        conn.execute("DELETE FROM head")
+        conn.execute("DELETE FROM snapshot")
+        conn.execute("DELETE FROM allocation")
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def head(self) -> Head | None:
+        row = self._conn().execute(
+            "SELECT session_id, seq, policy_version, opened_at FROM head WHERE expires_at > ?",
+            (time.time(),)).fetchone()
+        return Head(*row) if row else None
+
+    def snapshot(self, session_id: str) -> bytes | None:
+        row = self._conn().execute(
+            "SELECT s.data FROM snapshot s JOIN head h USING (session_id)"
+            " WHERE s.session_id = ? AND h.expires_at > ?", (session_id, time.time())).fetchone()
+        return row[0] if row else None
+
+    def allocations(self, session_id: str) -> list[bytes]:
+        rows = self._conn().execute(
+            "SELECT a.record FROM allocation a JOIN head h USING (session_id)"
+            " WHERE a.session_id = ? AND h.expires_at > ?", (session_id, time.time()))
+        return [row[0] for row in rows]
+
+    def policy_sources(self, version: str) -> dict[str, str] | None:
+        rows = self._conn().execute(
+            "SELECT s.file, s.text FROM policy_version v"
+            " LEFT JOIN policy_source s ON s.version = v.version WHERE v.version = ?",
+            (version,)).fetchall()
+        if not rows:
+            return None
+        return {file: text for file, text in rows if file is not None}
+
+    def session_counts(self) -> SessionCounts:
+        rows = self._conn().execute("SELECT name, value FROM session_count").fetchall()
+        return SessionCounts(**dict(rows))
+
+    # -- this cycle's events -------------------------------------------------------------------
+
+    def allocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
+        with self._write() as conn:
+            if not _bump_if_current(conn, session_id):
+                return False
+            conn.execute("INSERT OR REPLACE INTO allocation VALUES (?, ?, ?)",
+                         (session_id, task_uid, record))
+            return True
+
+    def deallocate(self, session_id: str, task_uid: str) -> bool:
+        with self._write() as conn:
+            if not _is_current(conn, session_id):
+                return False
+            removed = conn.execute("DELETE FROM allocation WHERE session_id = ? AND task_uid = ?",
+                                   (session_id, task_uid)).rowcount
+            if removed:
+                _bump_if_current(conn, session_id)
+            return True
+
+
+def _is_current(conn: sqlite3.Connection, session_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM head WHERE session_id = ? AND expires_at > ?",
+                        (session_id, time.time())).fetchone() is not None
+
+
+def _bump_if_current(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Add one to ``seq`` if ``session_id`` is the live session; whether it was."""
+    return conn.execute("UPDATE head SET seq = seq + 1 WHERE session_id = ? AND expires_at > ?",
+                        (session_id, time.time())).rowcount == 1
+
+
+def _store_sources(conn: sqlite3.Connection, version: str, sources: dict[str, str]) -> None:
+    """Store a policy version's files once; a version is a content hash, so never rewritten."""
+    if conn.execute("INSERT OR IGNORE INTO policy_version VALUES (?)", (version,)).rowcount:
+        conn.executemany("INSERT INTO policy_source VALUES (?, ?, ?)",
+                         [(version, file, text) for file, text in sources.items()])
+
+
+def _count(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute("INSERT INTO session_count VALUES (?, 1)"
+                 " ON CONFLICT (name) DO UPDATE SET value = value + 1", (name,))
