@@ -1,0 +1,64 @@
+"""``policy-extender test [PATHS]``: run policy fixture files (``*.fixtures.yaml``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "run policy fixtures (*.fixtures.yaml): PASS/FAIL/ERROR per case, non-zero exit on any failure"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", default=["policies"], metavar="PATH",
+                        help="fixture files or directories searched for *.fixtures.yaml (default: policies)")
+    parser.add_argument("-k", dest="keyword", metavar="EXPR", help="run only cases whose name contains EXPR")
+    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
+    parser.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+    parser.add_argument("--coverage", action="store_true",
+                        help="list rules never exercised and filters that never rejected")
+    parser.add_argument("--fail-under", type=float, metavar="PCT",
+                        help="exit non-zero when fewer than PCT%% of rules were exercised (implies --coverage)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only failures, errors and the summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from policy_extender.fixtures import reporters
+    from policy_extender.fixtures.coverage import render
+    from policy_extender.fixtures.results import Tally
+    from policy_extender.fixtures.runner import run_paths
+
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"policy-extender test: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    result = run_paths(args.paths, args.keyword)
+    coverage = result.coverage.report() if (args.coverage or args.fail_under is not None) else None
+    if args.junit:
+        Path(args.junit).write_bytes(reporters.junit_xml(result.results))
+    _print(args, result.results, coverage, reporters, render)
+    if not result.results:
+        print("policy-extender test: no fixture cases found" + (f" matching -k {args.keyword!r}" if args.keyword else ""), file=sys.stderr)
+        return 5
+    return _exit_status(Tally.of(result.results), coverage, args.fail_under)
+
+
+def _print(args, results, coverage, reporters, render) -> None:
+    if args.json:
+        print(reporters.json_report(results, coverage))
+        return
+    for line in (reporters.text_line(r) for r in results if not (args.quiet and r.ok)):
+        print(line)
+    if coverage is not None:
+        print(render(coverage))
+    from policy_extender.fixtures.results import Tally
+    print(Tally.of(results).summary())
+
+
+def _exit_status(tally, coverage: dict | None, fail_under: float | None) -> int:
+    if not tally.ok:
+        return 1
+    if fail_under is not None and coverage["percent"] < fail_under:
+        print(f"policy-extender test: rule coverage {coverage['percent']}% is under --fail-under {fail_under}%", file=sys.stderr)
+        return 1
+    return 0
