@@ -71,16 +71,21 @@ class ReloadStatus:
 
 
 def render_errors(exc: BaseException) -> tuple[str, ...]:
-    """Every diagnostic of a failed compile as ``file:line:col: message`` (caret lines kept)."""
+    """Every diagnostic of a failed compile: ``file:line:col: error[CODE]: message``, the
+    source line with a caret, and the hint (``errors.Diagnostic.render``)."""
     diagnostics = getattr(exc, "diagnostics", None)
-    if diagnostics:
-        return tuple(render_diagnostic(d) for d in diagnostics)
-    return (str(exc) or type(exc).__name__,)
+    if not diagnostics:
+        return (str(exc) or type(exc).__name__,)
+    sources = getattr(exc, "sources", {}) or {}
+    return tuple(render_diagnostic(d, sources) for d in diagnostics)
 
 
-def render_diagnostic(diagnostic: Any) -> str:
+def render_diagnostic(diagnostic: Any, sources: dict[str, str]) -> str:
     render = getattr(diagnostic, "render", None)
-    return render() if callable(render) else str(diagnostic)
+    if not callable(render):
+        return str(diagnostic)
+    span = getattr(diagnostic, "span", None)
+    return render(sources.get(getattr(span, "file", None)))
 
 
 def default_compile(sources: dict[str, str]):
@@ -191,6 +196,8 @@ class PolicyReloader:
         except ReadError as err:
             return self._fail(snapshot.digest, (str(err),))
         except Exception as err:  # PolicyError carries every diagnostic; anything else is a bug
+            if not getattr(err, "diagnostics", None):
+                log.exception("compiling the policy set crashed")
             return self._fail(snapshot.digest, render_errors(err))
         try:
             self._on_change(policy_set)
