@@ -1,0 +1,17 @@
+"""Turn the ``--session-store`` setting into a store: ``sqlite:[PATH]`` or ``redis://...``."""
+
+from __future__ import annotations
+
+from policy_extender.session.store import DEFAULT_TTL_SECONDS, SessionStore
+
+
+def open_store(spec: str, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> SessionStore:
+    """``sqlite:`` (default file), ``sqlite:/path/file``, ``redis://host:port/db`` or ``rediss://``."""
+    if spec.startswith("sqlite:"):
+        from policy_extender.session.sqlite import SqliteStore
+        return SqliteStore(spec[len("sqlite:"):] or None, ttl_seconds=ttl_seconds)
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        from policy_extender.session.redis import RedisStore
+        return RedisStore(spec, ttl_seconds=ttl_seconds)
+    raise ValueError(f"session store {spec!r}: expected `sqlite:PATH`, `sqlite:` for the default "
+                     "file, or a `redis://HOST:PORT/DB` URL")
