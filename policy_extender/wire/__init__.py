@@ -1,0 +1,13 @@
+"""The wire layer: the only place that knows Volcano's Go field names and milli units.
+
+* ``decode``: pruned msgspec decoders per verb body -> views (``WireError`` -> HTTP 400)
+* ``views``: ``TaskView``, ``NodeView``, ``JobView``, ``QueueView``, ``Resources``, ``Counts``,
+  ``SessionView``, ``NO_SESSION``, ``SnapshotEnv``
+* ``snapshot``: onSessionOpen pruned to the job/queue read sets, as compact msgpack
+* ``encode``: responses exactly as Volcano's Go client decodes them
+* ``compact``: compact test input -> real wire bodies
+"""
+
+from .errors import CompactError, WireError
+
+__all__ = ["WireError", "CompactError"]

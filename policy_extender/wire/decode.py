@@ -1,0 +1,218 @@
+"""Decoders for every verb's request body, pruned to a policy set's read set, into views.
+
+``decode_predicate(body, reads, env)`` and friends take the raw body bytes (never ``json.loads``:
+msgspec skips every key the read set does not name), and return the verb's views. A body that is
+not JSON, or has a wrong JSON type in a field we read, raises ``WireError`` with the path.
+Decoders are built once per read set (a policy version has one) and cached.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Mapping
+
+import msgspec
+
+from .errors import WireError
+from .quantity import QUANTITY_PATTERN
+from .session import NO_SESSION
+from .structs import struct_for
+from .views import JobView, NodeView, QueueView, TaskView
+
+#: ``{"task"|"node"|"job"|"queue": frozenset of wire paths}``, as ``PolicySet.reads``.
+Reads = Mapping[str, frozenset]
+FrozenReads = tuple[tuple[str, frozenset], ...]
+
+ROOTS = ("task", "node", "job", "queue")
+
+
+def freeze_reads(reads: Reads | None) -> FrozenReads:
+    """A hashable, order-independent key for a read set (missing roots read nothing extra)."""
+    reads = reads or {}
+    return tuple((root, frozenset(tuple(p) for p in reads.get(root, ()))) for root in ROOTS)
+
+
+def struct_of(frozen: FrozenReads, root: str) -> type:
+    return struct_for(root, dict(frozen)[root])
+
+
+# ---------------------------------------------------------------- errors
+
+_MSGSPEC_ERROR = re.compile(r"^(?P<message>.*?)(?: - at `(?P<path>[^`]*)`)?$", re.S)
+_TYPE_NAMES = {"int": "integer", "float": "number", "str": "string", "bool": "bool", "null": "null",
+               "object": "object", "array": "array"}
+
+
+def _friendly_type(name: str) -> str:
+    names = [_TYPE_NAMES.get(part.strip(), part.strip()) for part in name.split("|")]
+    return " or ".join(n for n in names if n != "null") or "null"
+
+
+def _friendly(message: str) -> str:
+    """msgspec's "Expected `float | null`, got `str`" as "expected number, got string"."""
+    if QUANTITY_PATTERN.replace("\\", "") in message.replace("\\\\", "\\").replace("\\", ""):
+        return "expected a Kubernetes quantity string such as \"2\", \"500m\" or \"4Gi\""
+    typed = re.fullmatch(r"Expected `([^`]*)`, got `([^`]*)`", message)
+    if typed:
+        return f"expected {_friendly_type(typed.group(1))}, got {_friendly_type(typed.group(2))}"
+    return message[:1].lower() + message[1:]
+
+
+def wire_error(error: msgspec.MsgspecError, prefix: str = "$") -> WireError:
+    """A WireError from a msgspec error, its path re-rooted at ``prefix``."""
+    if not isinstance(error, msgspec.ValidationError):
+        return WireError(f"malformed JSON: {error}", prefix)
+    match = _MSGSPEC_ERROR.match(str(error))
+    path = prefix + (match["path"] or "$")[1:]
+    return WireError(_friendly(match["message"]), path)
+
+
+def decode_json(decoder: msgspec.json.Decoder, body: bytes, prefix: str = "$") -> Any:
+    try:
+        return decoder.decode(body)
+    except msgspec.MsgspecError as error:
+        raise wire_error(error, prefix) from None
+
+
+def _required(value, path: str):
+    if value is None:
+        raise WireError("missing: the body must carry this object (is the verb mapped to the right path?)", path)
+    return value
+
+
+# ---------------------------------------------------------------- request types
+
+@dataclass(frozen=True, slots=True)
+class PredicateRequest:
+    task: TaskView
+    node: NodeView
+
+
+@dataclass(frozen=True, slots=True)
+class PrioritizeRequest:
+    task: TaskView
+    nodes: list[NodeView]
+
+
+@dataclass(frozen=True, slots=True)
+class VictimsRequest:
+    """preemptable / reclaimable: ``raw_evictees[i]`` is the exact JSON of ``evictees[i]``."""
+
+    evictor: TaskView
+    evictees: list[TaskView]
+    raw_evictees: list[msgspec.Raw]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    job: JobView
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRequest:
+    queue: QueueView
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEventRequest:
+    task: TaskView
+
+
+# ---------------------------------------------------------------- body structs (cached)
+
+def _body(name: str, **fields) -> type:
+    return msgspec.defstruct(name, [(k, t | None, None) for k, t in fields.items()],
+                             forbid_unknown_fields=False)
+
+
+@lru_cache(maxsize=64)
+def _predicate_decoder(frozen: FrozenReads):
+    body = _body("PredicateBody", task=struct_of(frozen, "task"), node=struct_of(frozen, "node"))
+    return msgspec.json.Decoder(body)
+
+
+@lru_cache(maxsize=64)
+def _prioritize_decoder(frozen: FrozenReads):
+    node = struct_of(frozen, "node")
+    body = _body("PrioritizeBody", task=struct_of(frozen, "task"), nodes=list[node | None])
+    return msgspec.json.Decoder(body)
+
+
+@lru_cache(maxsize=64)
+def _victims_decoders(frozen: FrozenReads):
+    task = struct_of(frozen, "task")
+    body = _body("VictimsBody", evictor=task, evictees=list[msgspec.Raw])
+    return msgspec.json.Decoder(body), msgspec.json.Decoder(task | None)
+
+
+@lru_cache(maxsize=64)
+def _job_decoder(frozen: FrozenReads):
+    return msgspec.json.Decoder(_body("JobBody", job=struct_of(frozen, "job")))
+
+
+@lru_cache(maxsize=64)
+def _queue_decoder(frozen: FrozenReads):
+    return msgspec.json.Decoder(_body("QueueBody", queue=struct_of(frozen, "queue")))
+
+
+@lru_cache(maxsize=64)
+def _task_decoder(frozen: FrozenReads):
+    return msgspec.json.Decoder(_body("TaskEventBody", task=struct_of(frozen, "task")))
+
+
+# ---------------------------------------------------------------- decoders per verb
+
+def decode_predicate(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> PredicateRequest:
+    """``{"task": TaskInfo, "node": NodeInfo}``."""
+    decoded = decode_json(_predicate_decoder(freeze_reads(reads)), body)
+    return PredicateRequest(TaskView(_required(decoded.task, "$.task"), env),
+                            NodeView(_required(decoded.node, "$.node"), env))
+
+
+def decode_prioritize(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> PrioritizeRequest:
+    """``{"task": TaskInfo, "nodes": [NodeInfo]}``; null nodes read as none."""
+    decoded = decode_json(_prioritize_decoder(freeze_reads(reads)), body)
+    nodes = [NodeView(n, env) for n in decoded.nodes or () if n is not None]
+    return PrioritizeRequest(TaskView(_required(decoded.task, "$.task"), env), nodes)
+
+
+def decode_victims(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> VictimsRequest:
+    """preemptable / reclaimable ``{"evictor": TaskInfo, "evictees": [TaskInfo]}``.
+
+    Evictees are kept as raw bytes too (``raw_evictees``) so victims are echoed byte for byte.
+    A null evictee is dropped from both lists.
+    """
+    body_decoder, task_decoder = _victims_decoders(freeze_reads(reads))
+    decoded = decode_json(body_decoder, body)
+    evictees, raws = [], []
+    for i, raw in enumerate(decoded.evictees or ()):
+        task = decode_json(task_decoder, raw, f"$.evictees[{i}]")
+        if task is not None:
+            evictees.append(TaskView(task, env))
+            raws.append(raw)
+    return VictimsRequest(TaskView(_required(decoded.evictor, "$.evictor"), env), evictees, raws)
+
+
+def decode_job(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> JobRequest:
+    """jobEnqueueable / jobEnqueued / jobReady ``{"job": JobInfo}``."""
+    decoded = decode_json(_job_decoder(freeze_reads(reads)), body)
+    return JobRequest(JobView(_required(decoded.job, "$.job"), env))
+
+
+def decode_queue(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> QueueRequest:
+    """queueOverused ``{"queue": QueueInfo}``."""
+    decoded = decode_json(_queue_decoder(freeze_reads(reads)), body)
+    return QueueRequest(QueueView(_required(decoded.queue, "$.queue"), env))
+
+
+def decode_task_event(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> TaskEventRequest:
+    """allocateFunc / deallocateFunc ``{"task": TaskInfo}``."""
+    decoded = decode_json(_task_decoder(freeze_reads(reads)), body)
+    return TaskEventRequest(TaskView(_required(decoded.task, "$.task"), env))
+
+
+def decode_session_close(body: bytes) -> None:
+    """onSessionClose: Volcano sends ``{}``; the body is not read at all."""
+    return None

@@ -1,0 +1,124 @@
+"""``Resources`` and ``Counts``: resource amounts in whole units, as policies see them.
+
+Volcano's ``Resource`` objects carry CPU in millicores, memory in bytes and every scalar resource
+x1000 except ``pods``; Kubernetes ResourceLists carry quantity strings. Both become the same
+``Resources``: ``cpu`` in cores, ``memory`` in bytes, ``gpu`` in devices, ``pods`` plain, any other
+resource by its full name (``r["nvidia.com/gpumem"]``), and 0 for anything not there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from .. import schema
+from .quantity import parse_quantity, whole
+
+_SHORTHANDS = schema.RESOURCE_SHORTHANDS
+
+
+def _get(obj, key: str):
+    """``obj.key`` for a decoded Struct, ``obj[key]`` for a plain dict, None when absent."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+class Resources:
+    """Resource amounts in whole units; attribute per shorthand, brackets for any name."""
+
+    __slots__ = ("_amounts",)
+
+    def __init__(self, amounts: Mapping[str, int | float] | None = None):
+        self._amounts = dict(amounts or {})
+
+    @classmethod
+    def from_wire(cls, resource) -> Resources:
+        """From Volcano's api.Resource (a decoded Struct or a dict): milli units -> whole units."""
+        if resource is None:
+            return EMPTY
+        amounts = {"cpu": whole((_get(resource, "MilliCPU") or 0) / 1000),
+                   "memory": whole(_get(resource, "Memory") or 0)}
+        for name, value in (_get(resource, "ScalarResources") or {}).items():
+            value = value or 0
+            amounts[name] = whole(value if name in schema.PLAIN_SCALARS else value / 1000)
+        return cls(amounts)
+
+    @classmethod
+    def from_quantities(cls, quantities) -> Resources:
+        """From a Kubernetes ResourceList ``{"cpu": "500m", "memory": "4Gi"}`` (whole units)."""
+        if not quantities:
+            return EMPTY
+        return cls({name: parse_quantity(v) for name, v in quantities.items() if v is not None})
+
+    def __getitem__(self, name: str) -> int | float:
+        return self._amounts.get(_SHORTHANDS.get(name, name), 0)
+
+    def get(self, name: str, default=0):
+        return self._amounts.get(_SHORTHANDS.get(name, name), default)
+
+    def as_dict(self) -> dict[str, int | float]:
+        """The non-zero amounts by full resource name."""
+        return {k: v for k, v in self._amounts.items() if v}
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Resources) and self.as_dict() == other.as_dict()
+
+    def __hash__(self):
+        return hash(frozenset(self.as_dict().items()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.as_dict()!r})"
+
+    cpu = property(lambda self: self._amounts.get("cpu", 0), doc="CPU in cores")
+    memory = property(lambda self: self._amounts.get("memory", 0), doc="memory in bytes")
+    gpu = property(lambda self: self._amounts.get("nvidia.com/gpu", 0), doc="nvidia.com/gpu devices")
+    pods = property(lambda self: self._amounts.get("pods", 0), doc="pod slots")
+    ephemeral_storage = property(lambda self: self._amounts.get("ephemeral-storage", 0),
+                                 doc="ephemeral-storage in bytes")
+
+
+EMPTY = Resources()
+
+
+def add_amounts(total: dict[str, int | float], amounts: Mapping[str, int | float]) -> None:
+    """Add ``amounts`` (whole units, full or shorthand names) into ``total`` in place."""
+    for name, value in amounts.items():
+        name = _SHORTHANDS.get(name, name)
+        total[name] = whole(total.get(name, 0) + value)
+
+
+class Counts(Resources):
+    """What was allocated in this scheduling cycle: a number of tasks and their resources."""
+
+    __slots__ = ("tasks",)
+
+    def __init__(self, tasks: int = 0, amounts: Mapping[str, int | float] | None = None):
+        super().__init__(amounts)
+        self.tasks = tasks
+
+    @classmethod
+    def from_allocations(cls, allocations: Iterable) -> Counts:
+        """Sum allocations ``(task_uid, job_uid, queue_name, node_name, resources)``; resources is
+        a mapping of whole units (or a ``Resources``)."""
+        tasks, total = 0, {}
+        for allocation in allocations:
+            tasks += 1
+            add_amounts(total, _amounts_of(allocation[4]))
+        return cls(tasks, total)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Counts) and self.tasks == other.tasks and super().__eq__(other)
+
+    __hash__ = Resources.__hash__
+
+    def __repr__(self) -> str:
+        return f"Counts(tasks={self.tasks}, {self.as_dict()!r})"
+
+
+def _amounts_of(resources) -> Mapping[str, int | float]:
+    return resources._amounts if isinstance(resources, Resources) else (resources or {})
+
+
+NO_COUNTS = Counts()

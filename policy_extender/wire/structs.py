@@ -1,0 +1,221 @@
+"""Pruned msgspec Struct types built from a read set: only the Go keys the policies read.
+
+A read set names, per object type (``task``, ``node``, ``job``, ``queue``), the wire paths the
+loaded policy set reads (tuples of Go keys, ``"*"`` for every value of a map or element of a
+list; see ``schema.Field.wire``). ``struct_for(root, paths)`` turns that into nested msgspec
+Structs that hold only those keys: msgspec skips every other key without building Python objects,
+so a node's embedded pods (and their managedFields) cost a scan, not a parse.
+
+Leaves whose Go type we know (``LEAF_TYPES``) are typed, so a string where Volcano sends a number
+is a ValidationError with a path; leaves we do not know decode as plain JSON values. Every field
+is optional and nullable: Go emits ``null`` for nil maps, slices and pointers, and Volcano adds
+keys over time.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from functools import lru_cache
+from typing import Annotated, Any
+
+import msgspec
+
+from .. import schema
+from .quantity import QUANTITY_PATTERN
+
+WirePath = tuple[str, ...]
+
+_STRUCT_OPTIONS = {"forbid_unknown_fields": False, "omit_defaults": True}
+
+
+class Resource(msgspec.Struct, **_STRUCT_OPTIONS):
+    """Volcano's api.Resource: CPU in millicores, memory in bytes, scalars x1000 except pods."""
+
+    MilliCPU: float | None = None
+    Memory: float | None = None
+    ScalarResources: dict[str, float | None] | None = None
+    MaxTaskNum: int | None = None
+
+
+class NodeState(msgspec.Struct, **_STRUCT_OPTIONS):
+    Phase: int | None = None
+    Reason: str | None = None
+
+
+class Toleration(msgspec.Struct, **_STRUCT_OPTIONS):
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    tolerationSeconds: int | None = None
+
+
+class Taint(msgspec.Struct, **_STRUCT_OPTIONS):
+    key: str | None = None
+    value: str | None = None
+    effect: str | None = None
+
+
+class Condition(msgspec.Struct, **_STRUCT_OPTIONS):
+    type: str | None = None
+    status: str | None = None
+
+
+Quantity = Annotated[str, msgspec.Meta(pattern=QUANTITY_PATTERN)]
+#: A Kubernetes ResourceList: ``{"cpu": "500m", "memory": "4Gi"}`` (numbers tolerated).
+QuantityMap = dict[str, Quantity | float | None]
+
+
+class Guarantee(msgspec.Struct, **_STRUCT_OPTIONS):
+    resource: QuantityMap | None = None
+
+
+StrMap = dict[str, str | None]
+
+_RESOURCES = {path: Resource for path in [("Resreq",), ("InitResreq",)]}
+
+#: Go types of the leaves the schema reads, per object type, by wire path.
+LEAF_TYPES: dict[str, dict[WirePath, Any]] = {
+    "task": {
+        ("UID",): str, ("Job",): str, ("Name",): str, ("Namespace",): str, ("TaskRole",): str,
+        ("NodeName",): str, ("Priority",): int, ("Status",): int, ("Preemptable",): bool,
+        ("BestEffort",): bool, ("Resreq",): Resource, ("InitResreq",): Resource,
+        ("Pod", "metadata", "labels"): StrMap, ("Pod", "metadata", "annotations"): StrMap,
+        ("Pod", "spec", "priorityClassName"): str, ("Pod", "spec", "nodeSelector"): StrMap,
+        ("Pod", "spec", "tolerations"): list[Toleration],
+    },
+    "node": {
+        ("Name",): str, ("Node", "metadata", "labels"): StrMap,
+        ("Node", "metadata", "annotations"): StrMap, ("Node", "spec", "taints"): list[Taint],
+        ("Node", "spec", "unschedulable"): bool, ("Node", "status", "conditions"): list[Condition],
+        ("State",): NodeState, **{(k,): Resource for k in
+                                 ("Allocatable", "Capacity", "Idle", "Used", "Releasing", "Pipelined")},
+    },
+    "job": {
+        ("UID",): str, ("Name",): str, ("Namespace",): str, ("Queue",): str, ("Priority",): int,
+        ("MinAvailable",): int, ("Preemptable",): bool, ("Allocated",): Resource,
+        ("TotalRequest",): Resource, ("PodGroup", "spec", "minResources"): QuantityMap,
+        ("PodGroup", "metadata", "labels"): StrMap, ("PodGroup", "metadata", "annotations"): StrMap,
+        ("PodGroup", "status", "phase"): str,
+    },
+    "queue": {
+        ("UID",): str, ("Name",): str, ("Weight",): int,
+        ("Queue", "spec", "capability"): QuantityMap, ("Queue", "spec", "deserved"): QuantityMap,
+        ("Queue", "spec", "guarantee"): Guarantee, ("Queue", "status", "allocated"): QuantityMap,
+        ("Queue", "spec", "reclaimable"): bool, ("Queue", "status", "state"): str,
+        ("Queue", "spec", "parent"): str, ("Queue", "metadata", "labels"): StrMap,
+        ("Queue", "metadata", "annotations"): StrMap,
+    },
+}
+
+
+def _element_roots() -> dict[tuple[str, WirePath], str]:
+    """(object type, path to a collection) -> object type of its elements, from the schema."""
+    roots = {}
+    for owner, fields in schema.TYPES.items():
+        for f in fields.values():
+            inner = re.fullmatch(r"(?:list|map)\[(\w+)\]", f.type)
+            for path in f.wire:
+                if inner and inner.group(1) in schema.TYPES and path and path[-1] == "*":
+                    roots[(owner, path[:-1])] = inner.group(1)
+    return roots
+
+
+#: ``node.Tasks.*`` holds tasks, ``job.Tasks.*`` too: their elements are read as ``task``.
+ELEMENT_ROOTS = _element_roots()
+
+
+def attr_name(key: str) -> str:
+    """The Python attribute a Go key decodes into (Go keys are identifiers; others are escaped)."""
+    if key.isidentifier() and not keyword.iskeyword(key):
+        return key
+    return "k_" + re.sub(r"\W", lambda m: f"_{ord(m.group()):x}_", key)
+
+
+def paths_for(root: str, paths) -> frozenset[WirePath]:
+    """The policies' paths for ``root`` plus the ones the service always needs."""
+    return frozenset(paths or ()) | frozenset(schema.ALWAYS_READ.get(root, ()))
+
+
+@lru_cache(maxsize=256)
+def struct_for(root: str, paths: frozenset[WirePath]) -> type:
+    """A Struct type for an object of type ``root`` holding exactly ``paths`` (and ALWAYS_READ)."""
+    return _build(root, (), _trie(paths_for(root, paths)))
+
+
+def _trie(paths) -> dict:
+    """Nested dict of path keys: ``None`` means "read the whole value here"; a ``"*"`` key holds
+    the paths read on every element of a collection (``{}``: only the elements' ALWAYS_READ)."""
+    trie: dict = {}
+    for path in sorted((p for p in paths if p), key=len):
+        node = trie
+        for key in path[:-1]:
+            child = node.setdefault(key, {})
+            if child is None:
+                break  # a shorter path already reads this whole value
+            node = child
+        else:
+            if path[-1] == "*":
+                node.setdefault("*", {})  # the elements; their fields come from longer paths
+            else:
+                node[path[-1]] = None
+    return trie
+
+
+def _build(root: str, prefix: WirePath, trie: dict) -> type:
+    fields, rename = [], {}
+    for key, sub in sorted(trie.items()):
+        attr = attr_name(key)
+        rename[attr] = key
+        fields.append((attr, _value_type(root, prefix + (key,), sub) | None, None))
+    name = "_".join((root.capitalize(),) + tuple(attr_name(k) for k in prefix)) or root
+    return msgspec.defstruct(name, fields, rename=rename, **_STRUCT_OPTIONS)
+
+
+def _value_type(root: str, path: WirePath, sub: dict | None) -> Any:
+    known = LEAF_TYPES.get(root, {}).get(path)
+    if known is not None:
+        return known
+    if sub is None:
+        return Any
+    if "*" in sub:
+        element = _element_type(root, path, sub["*"])
+        return dict[str, element] | list[element]
+    return _build(root, path, sub)
+
+
+def _element_type(root: str, collection: WirePath, sub: dict | None) -> Any:
+    element_root = ELEMENT_ROOTS.get((root, collection))
+    if element_root is not None:
+        paths = set(_paths_of(sub)) | set(schema.ALWAYS_READ.get(element_root, ()))
+        return _build(element_root, (), _trie(paths)) | None
+    if not sub:
+        return Any  # an unknown collection read whole
+    return _build(root, collection + ("*",), sub) | None
+
+
+def _paths_of(trie: dict | None, prefix: WirePath = ()):
+    for key, sub in (trie or {}).items():
+        if sub is None:
+            yield prefix + (key,)
+        else:
+            yield from _paths_of(sub, prefix + (key,))
+
+
+def every_path(root: str, depth: int = 2) -> frozenset[WirePath]:
+    """Every wire path the schema knows for ``root``, element fields included (``depth`` levels
+    of collections deep): the read set of a policy that reads everything."""
+    paths = set()
+    for f in schema.TYPES.get(root, {}).values():
+        for path in f.wire:
+            paths.add(path)
+            element = ELEMENT_ROOTS.get((root, path[:-1])) if path[-1:] == ("*",) else None
+            if element and depth > 0:
+                paths |= {path + p for p in every_path(element, depth - 1)}
+    return frozenset(paths)
+
+
+def full_reads() -> dict[str, frozenset[WirePath]]:
+    """A read set with every schema field of every object type (tests, the fixture runner)."""
+    return {root: every_path(root) for root in ("task", "node", "job", "queue")}

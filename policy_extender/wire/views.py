@@ -1,0 +1,219 @@
+"""Views: the objects policies read, one attribute per field of ``schema.TYPES``.
+
+A view wraps a pruned decoded Struct (see ``structs.py``) and converts on access, so fields no
+rule reads cost nothing. Units are normalised (``resources.py``), task status is a name, maps and
+lists are never None, and ``task.job`` / ``task.queue`` / ``job.queue`` resolve through the Env
+the view carries. A field the read set did not include reads as its empty value.
+"""
+
+from __future__ import annotations
+
+from .. import schema
+from .resources import Counts, Resources, _get
+from .session import NO_SESSION, Allocation, NoSession, SessionView, SnapshotEnv, Tally
+
+__all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
+           "Resources", "Counts", "SessionView", "Tally", "Allocation", "NoSession", "NO_SESSION",
+           "SnapshotEnv", "VIEW_TYPES"]
+
+#: Task statuses that count as ready for a job (Volcano's ReadyTaskNum).
+READY_STATUSES = frozenset({2, 8, 16, 32, 128})
+PENDING_STATUS = 1
+
+
+def _dig(obj, *keys):
+    for key in keys:
+        obj = _get(obj, key)
+        if obj is None:
+            return None
+    return obj
+
+
+def _elements(collection) -> list:
+    """Values of a Go map or elements of a Go slice, skipping nulls."""
+    if not collection:
+        return []
+    values = collection.values() if isinstance(collection, dict) else collection
+    return [v for v in values if v is not None]
+
+
+class View:
+    """Base: the decoded object ``raw`` (a Struct, a dict or None) and the ``env``."""
+
+    __slots__ = ("raw", "env")
+
+    def __init__(self, raw, env=NO_SESSION):
+        self.raw = raw
+        self.env = env
+
+    def with_env(self, env):
+        """The same object seen through another Env (the raw data is shared, not copied)."""
+        return type(self)(self.raw, env)
+
+    def _str(self, *keys):
+        return _dig(self.raw, *keys)
+
+    def _map(self, *keys) -> dict:
+        value = _dig(self.raw, *keys)
+        return value if isinstance(value, dict) else {}
+
+    def _num(self, *keys):
+        return _dig(self.raw, *keys) or 0
+
+    def _bool(self, *keys) -> bool:
+        return bool(_dig(self.raw, *keys))
+
+    def __repr__(self) -> str:
+        ident = _get(self.raw, "UID") or _get(self.raw, "Name") or _get(self.raw, "key")
+        return f"{type(self).__name__}({ident!r})"
+
+
+class TaintView(View):
+    __slots__ = ()
+    key = property(lambda self: self._str("key"))
+    value = property(lambda self: self._str("value"))
+    effect = property(lambda self: self._str("effect"))
+
+
+class TolerationView(View):
+    __slots__ = ()
+    key = property(lambda self: self._str("key"))
+    operator = property(lambda self: self._str("operator"))
+    value = property(lambda self: self._str("value"))
+    effect = property(lambda self: self._str("effect"))
+
+
+class TaskView(View):
+    """A Volcano TaskInfo (one pod)."""
+
+    __slots__ = ()
+    uid = property(lambda self: self._str("UID"))
+    name = property(lambda self: self._str("Name"))
+    namespace = property(lambda self: self._str("Namespace"))
+    role = property(lambda self: self._str("TaskRole"))
+    labels = property(lambda self: self._map("Pod", "metadata", "labels"))
+    annotations = property(lambda self: self._map("Pod", "metadata", "annotations"))
+    priority = property(lambda self: self._num("Priority"))
+    priority_class = property(lambda self: self._str("Pod", "spec", "priorityClassName"))
+    requests = property(lambda self: Resources.from_wire(_get(self.raw, "Resreq")))
+    init_requests = property(lambda self: Resources.from_wire(_get(self.raw, "InitResreq")))
+    node_selector = property(lambda self: self._map("Pod", "spec", "nodeSelector"))
+    status = property(lambda self: schema.TASK_STATUSES.get(_get(self.raw, "Status")))
+    preemptable = property(lambda self: self._bool("Preemptable"))
+    best_effort = property(lambda self: self._bool("BestEffort"))
+    node_name = property(lambda self: self._str("NodeName"))
+    job_id = property(lambda self: self._str("Job"))
+
+    @property
+    def tolerations(self) -> list[TolerationView]:
+        return [TolerationView(t, self.env) for t in _elements(self._str("Pod", "spec", "tolerations"))]
+
+    @property
+    def job(self):
+        return self.env.job(self.job_id)
+
+    @property
+    def queue(self):
+        job = self.job
+        return job.queue if job is not None else None
+
+
+class NodeView(View):
+    """A Volcano NodeInfo."""
+
+    __slots__ = ()
+    name = property(lambda self: self._str("Name"))
+    labels = property(lambda self: self._map("Node", "metadata", "labels"))
+    annotations = property(lambda self: self._map("Node", "metadata", "annotations"))
+    unschedulable = property(lambda self: self._bool("Node", "spec", "unschedulable"))
+    ready = property(lambda self: _dig(self.raw, "State", "Phase") == 1)
+    allocatable = property(lambda self: Resources.from_wire(_get(self.raw, "Allocatable")))
+    capacity = property(lambda self: Resources.from_wire(_get(self.raw, "Capacity")))
+    idle = property(lambda self: Resources.from_wire(_get(self.raw, "Idle")))
+    used = property(lambda self: Resources.from_wire(_get(self.raw, "Used")))
+    releasing = property(lambda self: Resources.from_wire(_get(self.raw, "Releasing")))
+    pipelined = property(lambda self: Resources.from_wire(_get(self.raw, "Pipelined")))
+
+    @property
+    def taints(self) -> list[TaintView]:
+        return [TaintView(t, self.env) for t in _elements(self._str("Node", "spec", "taints"))]
+
+    @property
+    def conditions(self) -> dict[str, str]:
+        found = _elements(self._str("Node", "status", "conditions"))
+        return {_get(c, "type"): _get(c, "status") for c in found if _get(c, "type")}
+
+    @property
+    def tasks(self) -> list[TaskView]:
+        return [TaskView(t, self.env) for t in _elements(_get(self.raw, "Tasks"))]
+
+
+class JobView(View):
+    """A Volcano JobInfo (a PodGroup and its tasks)."""
+
+    __slots__ = ()
+    uid = property(lambda self: self._str("UID"))
+    name = property(lambda self: self._str("Name"))
+    namespace = property(lambda self: self._str("Namespace"))
+    queue_name = property(lambda self: self._str("Queue"))
+    priority = property(lambda self: self._num("Priority"))
+    min_available = property(lambda self: self._num("MinAvailable"))
+    preemptable = property(lambda self: self._bool("Preemptable"))
+    allocated = property(lambda self: Resources.from_wire(_get(self.raw, "Allocated")))
+    total_request = property(lambda self: Resources.from_wire(_get(self.raw, "TotalRequest")))
+    min_resources = property(lambda self: Resources.from_quantities(
+        _dig(self.raw, "PodGroup", "spec", "minResources")))
+    labels = property(lambda self: self._map("PodGroup", "metadata", "labels"))
+    annotations = property(lambda self: self._map("PodGroup", "metadata", "annotations"))
+    phase = property(lambda self: self._str("PodGroup", "status", "phase"))
+
+    @property
+    def queue(self):
+        return self.env.queue(self.queue_name)
+
+    @property
+    def tasks(self) -> list[TaskView]:
+        return [TaskView(t, self.env) for t in _elements(_get(self.raw, "Tasks"))]
+
+    def _statuses(self) -> list:
+        return [_get(t, "Status") for t in _elements(_get(self.raw, "Tasks"))]
+
+    @property
+    def ready_tasks(self) -> int:
+        return sum(1 for s in self._statuses() if s in READY_STATUSES)
+
+    @property
+    def pending_tasks(self) -> int:
+        return sum(1 for s in self._statuses() if s == PENDING_STATUS)
+
+
+class QueueView(View):
+    """A Volcano QueueInfo (the Queue CRD)."""
+
+    __slots__ = ()
+    uid = property(lambda self: self._str("UID"))
+    name = property(lambda self: self._str("Name"))
+    weight = property(lambda self: self._num("Weight"))
+    capability = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "spec", "capability")))
+    deserved = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "spec", "deserved")))
+    guarantee = property(lambda self: Resources.from_quantities(
+        _dig(self.raw, "Queue", "spec", "guarantee", "resource")))
+    allocated = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "status", "allocated")))
+    state = property(lambda self: self._str("Queue", "status", "state"))
+    parent = property(lambda self: self._str("Queue", "spec", "parent"))
+    labels = property(lambda self: self._map("Queue", "metadata", "labels"))
+    annotations = property(lambda self: self._map("Queue", "metadata", "annotations"))
+
+    @property
+    def reclaimable(self) -> bool:
+        """Volcano treats an unset ``spec.reclaimable`` as true; so do we."""
+        value = _dig(self.raw, "Queue", "spec", "reclaimable")
+        return True if value is None else bool(value)
+
+
+#: schema type name -> the view class that implements it.
+VIEW_TYPES: dict[str, type] = {
+    "task": TaskView, "node": NodeView, "job": JobView, "queue": QueueView,
+    "taint": TaintView, "toleration": TolerationView, "resources": Resources, "counts": Counts,
+    "session": SessionView,
+}

@@ -1,0 +1,216 @@
+"""Every sample body decodes, views give normalised values, errors carry paths, pruning prunes."""
+
+import json
+
+import msgspec
+import pytest
+
+from policy_extender.wire.decode import (decode_job, decode_predicate, decode_prioritize,
+                                         decode_queue, decode_session_close, decode_task_event,
+                                         decode_victims)
+from policy_extender.wire.errors import WireError
+from policy_extender.wire.structs import struct_for
+
+from .conftest import sample
+
+DECODERS = {
+    "predicate": decode_predicate, "prioritize": decode_prioritize,
+    "preemptable": decode_victims, "reclaimable": decode_victims,
+    "jobEnqueueable": decode_job, "jobEnqueued": decode_job, "jobReady": decode_job,
+    "queueOverused": decode_queue, "allocateFunc": decode_task_event,
+    "deallocateFunc": decode_task_event,
+}
+
+
+@pytest.mark.parametrize("verb", DECODERS)
+def test_every_sample_decodes_with_identity(verb, reads):
+    request = DECODERS[verb](sample(verb), reads)
+    roots = [getattr(request, f) for f in request.__dataclass_fields__ if f != "raw_evictees"]
+    views = [v for r in roots for v in (r if isinstance(r, list) else [r])]
+    assert views and all(v.name for v in views)
+
+
+def test_session_close_reads_nothing():
+    assert decode_session_close(b"not even json") is None
+
+
+def test_predicate_node_units_are_whole(full):
+    node = decode_predicate(sample("predicate"), full).node
+    assert node.idle.gpu == 7            # wire: 7000
+    assert node.idle.pods == 107         # pods are plain on the wire
+    assert node.allocatable.pods == 110
+    assert node.idle.cpu == 60.55        # wire: 60550 millicores
+    assert node.allocatable.memory == 547225399296
+    assert node.idle["nvidia.com/gpu"] == 7
+    assert node.idle["ephemeral-storage"] == node.idle.ephemeral_storage == 187136925387
+    assert node.idle["nvidia.com/gpumem"] == 0
+    assert node.releasing.cpu == 0 and node.releasing.gpu == 0   # ScalarResources: null
+
+
+def test_predicate_node_fields(full):
+    node = decode_predicate(sample("predicate"), full).node
+    assert node.name == "node-0000"
+    assert node.ready is True
+    assert node.labels["topology.kubernetes.io/zone"] == "zone-c"
+    assert node.conditions["Ready"] == "True" and node.conditions["MemoryPressure"] == "False"
+    assert node.taints == [] and node.unschedulable is False
+    assert sorted(t.name for t in node.tasks) == ["kube-proxy-22812", "node-exporter-a7005",
+                                                  "run-0001-worker-0"]
+    assert all(t.status == "Running" for t in node.tasks)
+
+
+def test_predicate_task_fields(full):
+    task = decode_predicate(sample("predicate"), full).task
+    assert (task.name, task.namespace, task.role) == ("job-002-worker-0", "ml", "worker")
+    assert task.status == "Pending" and task.priority == 10000
+    assert task.requests.cpu == 2 and task.requests.gpu == 2 and task.requests.memory == 8 * 2**30
+    assert task.priority_class == "batch-high"
+    assert task.labels["volcano.sh/task-spec"] == "worker"
+    assert task.annotations["scheduling.example.com/protected"] == "true"
+    assert task.node_selector == {}
+    assert [(t.key, t.operator, t.effect) for t in task.tolerations][-1] == ("nvidia.com/gpu", "Exists", "NoSchedule")
+    assert task.job_id.startswith("ml/job-002-")
+    assert task.job is None and task.queue is None      # no session
+
+
+def test_minimal_read_set_gives_empty_values_not_errors():
+    request = decode_predicate(sample("predicate"), {})
+    assert request.task.uid == "e48b7984-17c8-4ce3-ac38-55abd10b7116"
+    assert request.task.requests.gpu == 2                   # Resreq is always read
+    assert request.task.labels == {} and request.node.labels == {}
+    assert request.node.idle.gpu == 0 and request.node.tasks == []
+
+
+def test_job_fields(full):
+    job = decode_job(sample("jobReady"), full).job
+    assert job.queue_name == "restricted" and job.min_available == 3
+    assert job.min_resources.cpu == 4 and job.min_resources.memory == 12 * 2**30
+    assert job.min_resources.gpu == 6
+    assert job.allocated.gpu == 6 and job.allocated.pods == 2
+    assert job.phase == "Inqueue"
+    assert job.ready_tasks == 2 and job.pending_tasks == 0
+    assert job.labels["volcano.sh/job-name"] == "job-002"
+
+
+def test_queue_fields(full):
+    queue = decode_queue(sample("queueOverused"), full).queue
+    assert (queue.name, queue.uid, queue.weight, queue.state, queue.parent) == ("default", "default", 1, "Open", "root")
+    assert queue.reclaimable is True
+    assert queue.capability.cpu == 0 and queue.allocated.memory == 0
+    assert queue.guarantee.cpu == 0
+
+
+def test_victims_keep_exact_evictee_bytes(full):
+    body = sample("preemptable")
+    request = decode_victims(body, full)
+    sent = json.loads(body)["evictees"]
+    assert [json.loads(bytes(r)) for r in request.raw_evictees] == sent
+    assert [e.uid for e in request.evictees] == [e["UID"] for e in sent]
+    assert all(bytes(r) in body for r in request.raw_evictees)
+
+
+def test_prioritize_nodes(full):
+    request = decode_prioritize(sample("prioritize"), full)
+    assert len(request.nodes) == len(json.loads(sample("prioritize"))["nodes"])
+    assert all(n.allocatable.gpu >= 0 and n.name for n in request.nodes)
+
+
+# ------------------------------------------------------------------ nulls and missing data
+
+NULL_TASK = {"UID": "t1", "Job": None, "Name": None, "Namespace": None, "NodeName": None,
+             "Resreq": None, "InitResreq": None, "Pod": None, "Status": None, "Priority": None,
+             "Preemptable": None, "BestEffort": None, "TaskRole": None}
+NULL_NODE = {"Name": "n1", "Node": {"metadata": None, "spec": {"taints": None}, "status": None},
+             "State": None, "Idle": {"MilliCPU": None, "ScalarResources": {"nvidia.com/gpu": None}},
+             "Used": None, "Allocatable": None, "Capacity": None, "Releasing": None,
+             "Pipelined": None, "Tasks": None}
+
+
+def test_nulls_everywhere_read_as_empty(full):
+    request = decode_predicate(json.dumps({"task": NULL_TASK, "node": NULL_NODE}).encode(), full)
+    task, node = request.task, request.node
+    assert task.labels == {} and task.tolerations == [] and task.requests.cpu == 0
+    assert task.status is None and task.priority == 0 and task.preemptable is False
+    assert node.taints == [] and node.conditions == {} and node.tasks == [] and node.ready is False
+    assert node.idle.gpu == 0 and node.idle.cpu == 0 and node.used.memory == 0
+
+
+def test_missing_fields_read_as_empty(full):
+    request = decode_predicate(b'{"task": {"UID": "t"}, "node": {"Name": "n", "NewField": [1]}}', full)
+    assert request.task.requests.gpu == 0 and request.node.labels == {}
+    assert request.node.allocatable.pods == 0 and request.node.name == "n"
+
+
+def test_prioritize_null_nodes_is_no_nodes(full):
+    assert decode_prioritize(b'{"task": {"UID": "t"}, "nodes": null}', full).nodes == []
+
+
+def test_victims_null_evictees_is_none(full):
+    request = decode_victims(b'{"evictor": {"UID": "t"}, "evictees": null}', full)
+    assert request.evictees == [] and request.raw_evictees == []
+
+
+def test_map_or_list_collections_both_decode(full):
+    as_list = decode_job(b'{"job": {"UID": "j", "Tasks": [{"UID": "a", "Status": 32}]}}', full).job
+    assert [t.status for t in as_list.tasks] == ["Running"] and as_list.ready_tasks == 1
+
+
+# ------------------------------------------------------------------ errors with paths
+
+@pytest.mark.parametrize("body,message", [
+    (b'{"task": {"Resreq": {"MilliCPU": "2"}}, "node": {}}',
+     "$.task.Resreq.MilliCPU: expected number, got string"),
+    (b'{"task": {"Status": "Running"}, "node": {}}', "$.task.Status: expected integer, got string"),
+    (b'{"task": {}, "node": {"Node": {"metadata": {"labels": {"a": 1}}}}}',
+     "$.node.Node.metadata.labels[...]: expected string, got integer"),
+    (b'{"task": {}, "node": {"State": {"Phase": true}}}', "$.node.State.Phase: expected integer, got bool"),
+    (b'{"task": {}, "node": []}', "$.node: expected object, got array"),
+    (b'[]', "$: expected object, got array"),
+    (b'{"task": {}}', "$.node: missing"),
+    (b'{"task": {}, "node": {}', "$: malformed JSON"),
+    (b'', "$: malformed JSON"),
+])
+def test_wrong_types_raise_wire_error_with_path(body, message, full):
+    with pytest.raises(WireError) as error:
+        decode_predicate(body, full)
+    assert str(error.value).startswith(message)
+
+
+def test_evictee_error_path_names_the_evictee(full):
+    body = b'{"evictor": {}, "evictees": [{"UID": "a"}, {"Priority": "high"}]}'
+    with pytest.raises(WireError, match=r"^\$\.evictees\[1\]\.Priority: expected integer, got string"):
+        decode_victims(body, full)
+
+
+def test_bad_quantity_string_is_a_wire_error(full):
+    body = b'{"queue": {"Queue": {"spec": {"capability": {"cpu": "lots"}}}}}'
+    with pytest.raises(WireError, match=r"capability.*Kubernetes quantity"):
+        decode_queue(body, full)
+
+
+def test_wrong_type_in_an_unread_field_is_ignored():
+    body = b'{"task": {"UID": "t", "Priority": "high"}, "node": {"Name": "n", "Idle": "x"}}'
+    assert decode_predicate(body, {}).node.name == "n"
+
+
+# ------------------------------------------------------------------ pruning
+
+def test_read_set_without_node_tasks_has_no_tasks_attribute():
+    node_type = struct_for("node", frozenset({("Idle",)}))
+    assert "Tasks" not in node_type.__struct_fields__ and "Node" not in node_type.__struct_fields__
+    raw = decode_predicate(sample("predicate"), {"node": frozenset({("Idle",)})}).node.raw
+    assert not hasattr(raw, "Tasks")
+
+
+def test_node_tasks_keep_only_read_task_fields():
+    reads = {"node": frozenset({("Tasks", "*"), ("Tasks", "*", "Pod", "metadata", "labels")})}
+    node = decode_predicate(sample("predicate"), reads).node
+    first = node.tasks[0].raw
+    assert set(type(first).__struct_fields__) == {"UID", "Job", "Name", "Namespace", "NodeName", "Resreq", "Pod"}
+    assert set(type(first.Pod).__struct_fields__) == {"metadata"}
+    assert set(type(first.Pod.metadata).__struct_fields__) == {"labels"}
+
+
+def test_decoded_struct_holds_no_pod_spec():
+    raw = decode_predicate(sample("predicate"), {"task": frozenset({("Pod", "metadata", "labels")})}).task.raw
+    assert msgspec.structs.asdict(raw.Pod).keys() == {"metadata"}
