@@ -153,10 +153,6 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-def default_store() -> str:
-    return "sqlite:" + os.path.join(os.environ.get("TMPDIR", "/tmp"), "policy-extender-sessions.sqlite")
-
-
 @dataclass(frozen=True)
 class Config:
     bind: str = option("127.0.0.1:8713", "Address to listen on: HOST:PORT or unix:PATH. The default is "
@@ -173,10 +169,10 @@ class Config:
                                    parse_verbs, factory=True, shown="each kind's own name")
     path_prefix: str = option("", "Path before every verb, when `extender.urlPrefix` has one "
                               "(`http://host:8713/extender` -> `/extender`).", parse_str)
-    session_store: str = option(default_store, "Shared session store: `sqlite:PATH` (one host, every "
-                                "worker) or `redis://HOST:PORT/DB` (several replicas).", parse_store,
-                                factory=True, shown="sqlite:$TMPDIR/policy-extender-sessions.sqlite")
-    session_ttl: float = option(600.0, "Seconds after which a session never closed is forgotten.",
+    session_store: str = option("sqlite:", "Shared session store: `sqlite:PATH` (one host, every "
+                                "worker; `sqlite:` alone is a file in /dev/shm, else the temp "
+                                "directory) or `redis://HOST:PORT/DB` (several replicas).", parse_store)
+    session_ttl: float = option(300.0, "Seconds after which a session never closed is forgotten.",
                                 parse_float)
     body_limit: int = option(16 * MIB, "Largest request body for any verb without its own limit "
                              "(bytes, or 16MiB, 1GB ...). A larger body is answered 413.", parse_size)

@@ -1,0 +1,70 @@
+"""gunicorn settings for ``policy-extender serve`` (built from a :class:`config.Config`).
+
+Worker class: **gthread**. Volcano's Go client (``net/http`` with the default transport) keeps
+connections alive between calls and sends one task's predicate calls on up to 16 connections
+at once. ``sync`` workers answer ``Connection: close`` to every request, so each call pays a new
+TCP connection (and the Go client's pool churns); gthread workers keep the connections and park
+idle ones in a poller, costing no thread. Measured with ``python -m policy_extender.web.loadcheck``
+(16 keep-alive clients, the sample predicate body, 2 workers): see the figures in the module
+docstring of ``web/loadcheck.py``. The GIL means threads add little CPU parallelism, so workers
+(processes) scale throughput and threads only need to cover the concurrent connections.
+
+``keepalive`` is longer than Go's idle-connection timeout (90 s): the client then always closes
+an idle connection first, so a request is never sent on a connection the server is closing.
+``timeout`` covers decoding a large onSessionOpen snapshot (hundreds of MB).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policy_extender.config import Config
+
+WORKER_CLASS = "gthread"
+#: seconds: > Go's http.Transport IdleConnTimeout (90 s)
+KEEPALIVE = 120
+#: seconds a worker may spend on one request before the master restarts it
+TIMEOUT = 120
+GRACEFUL_TIMEOUT = 20
+#: pending connections in the listen queue (Volcano bursts 16 parallel calls per task)
+BACKLOG = 2048
+
+
+def settings(config: Config) -> dict[str, Any]:
+    """gunicorn's settings (``cfg.set`` names) for ``config``."""
+    return {
+        "bind": [config.bind],
+        "workers": config.workers,
+        "threads": config.threads,
+        "worker_class": WORKER_CLASS,
+        "keepalive": KEEPALIVE,
+        "timeout": TIMEOUT,
+        "graceful_timeout": GRACEFUL_TIMEOUT,
+        "backlog": BACKLOG,
+        "loglevel": config.log_level,
+        "accesslog": None,  # one line per verb call comes from the app, at debug level
+        "errorlog": "-",
+        "preload_app": False,  # each worker builds its app after fork: own store connections, own reloader
+        "on_starting": on_starting,
+        "child_exit": child_exit,
+        "post_worker_init": post_worker_init,
+    }
+
+
+def on_starting(server: Any) -> None:
+    """Master, before any worker forks: the metrics' multiprocess directory."""
+    from policy_extender import metrics
+    metrics.on_starting(server)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    from policy_extender import metrics
+    metrics.child_exit(server, worker)
+
+
+def post_worker_init(worker: Any) -> None:
+    """Worker, after gunicorn reset its signal handlers: SIGHUP to a worker reloads its policies."""
+    from policy_extender.reload import install_sighup
+    service = getattr(worker.wsgi, "extensions", {}).get("policy_extender")
+    if service is not None:
+        install_sighup(service.reloader)

@@ -1,0 +1,62 @@
+"""The extender service as a Flask app: ``create_app(config)``.
+
+Verb routes (``POST /predicate`` ...) are answered by :class:`dispatch.VerbDispatch`, a thin WSGI
+layer in front of Flask; the ops routes are a Flask blueprint; every error is a JSON body
+``{"error": ...}``. Long-lived state lives in ``app.extensions["policy_extender"]``
+(:class:`service.Service`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from policy_extender.config import Config
+from policy_extender.web.service import RequestRecord, Service
+
+log = logging.getLogger("policy_extender.web")
+
+
+def create_app(config: Config | None = None, *, sessions=None, start: bool = True) -> Flask:
+    """A Flask app serving ``config`` (defaults when None); ``sessions`` overrides the store."""
+    from policy_extender.web.dispatch import VerbDispatch
+    from policy_extender.web.ops import ops
+
+    app = Flask("policy_extender")
+    svc = Service(config or Config(), sessions=sessions)
+    app.extensions["policy_extender"] = svc
+    app.register_blueprint(ops)
+    app.register_error_handler(HTTPException, _http_error)
+    svc.on_request_finished(_observe)
+    svc.on_request_finished(_log_line)
+    app.wsgi_app = VerbDispatch(svc, app.wsgi_app)
+    if start:
+        svc.start()
+    return app
+
+
+def _http_error(exc: HTTPException):
+    response = jsonify(error=f"{exc.code} {exc.name}: {exc.description}")
+    response.status_code = exc.code or 500
+    for key, value in exc.get_headers():
+        if key.lower() == "allow":
+            response.headers[key] = value
+    return response
+
+
+def _observe(record: RequestRecord) -> None:
+    from policy_extender import metrics
+    metrics.observe_request(record.verb, record.status, record.seconds, record.body_bytes)
+    if record.status == 200 and record.decision:
+        metrics.count_decision(record.verb, record.rule, record.decision)
+
+
+def _log_line(record: RequestRecord) -> None:
+    if record.status != 200:
+        log.warning("%s %d %.1fms %dB %s", record.verb, record.status, record.seconds * 1000,
+                    record.body_bytes, record.error)
+    elif log.isEnabledFor(logging.DEBUG):
+        log.debug("%s %s rule=%s %.1fms %dB", record.verb, record.decision or "-", record.rule or "-",
+                  record.seconds * 1000, record.body_bytes)

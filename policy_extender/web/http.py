@@ -1,0 +1,119 @@
+"""HTTP plumbing of the verb routes: errors as JSON, the request body read under a limit.
+
+Bodies are read from ``wsgi.input`` directly: a ``Content-Length`` over the verb's limit is
+refused with 413 before a byte is read, and a body without a length (chunked) is refused as soon
+as what was read passes the limit. Content type: Volcano sends ``application/json``; a missing
+``Content-Type`` is accepted too (curl, simple clients), any other type is 415.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+#: Bytes read at a time from a body sent without Content-Length.
+CHUNK = 1024 * 1024
+
+JSON_HEADERS = (("Content-Type", "application/json"),)
+
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+           413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
+           503: "Service Unavailable"}
+
+
+class HttpError(Exception):
+    """An answer other than 200: ``status``, and ``message`` for the ``{"error": ...}`` body."""
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A verb's answer and what it decided (for the log line and the metrics)."""
+
+    body: bytes
+    status: int = 200
+    decision: str = ""
+    rule: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def error_reply(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
+    return Reply(orjson.dumps({"error": message}), status, "error", "", headers)
+
+
+def status_line(status: int) -> str:
+    return f"{status} {REASONS.get(status, 'Unknown')}"
+
+
+def check_content_type(environ: dict) -> None:
+    content_type = environ.get("CONTENT_TYPE", "")
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type not in ("", "application/json"):
+        raise HttpError(415, f"Content-Type {content_type!r} is not supported: send the body as "
+                        "application/json, as Volcano does")
+
+
+def read_body(environ: dict, limit: int) -> bytes:
+    """The whole request body, never more than ``limit`` bytes (413 beyond)."""
+    length = _content_length(environ)
+    stream = environ["wsgi.input"]
+    if length is None:
+        return _read_unsized(stream, limit)
+    if length > limit:
+        raise _too_large(length, limit)
+    return _read_exactly(stream, length)
+
+
+def _content_length(environ: dict) -> int | None:
+    text = environ.get("CONTENT_LENGTH") or ""
+    if not text:
+        return None if _is_chunked(environ) else 0
+    if not text.isdigit():
+        raise HttpError(400, f"Content-Length {text!r} is not a number of bytes")
+    return int(text)
+
+
+def _is_chunked(environ: dict) -> bool:
+    return "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower() or \
+        environ.get("wsgi.input_terminated", False)
+
+
+def _read_exactly(stream, length: int) -> bytes:
+    data = stream.read(length) if length else b""
+    if len(data) < length:
+        parts = [data]
+        got = len(data)
+        while got < length:
+            more = stream.read(length - got)
+            if not more:
+                raise HttpError(400, f"body ended after {got} of the {length} bytes its "
+                                "Content-Length announced")
+            parts.append(more)
+            got += len(more)
+        data = b"".join(parts)
+    return data
+
+
+def _read_unsized(stream, limit: int) -> bytes:
+    parts, total = [], 0
+    while True:
+        chunk = stream.read(CHUNK)
+        if not chunk:
+            return b"".join(parts)
+        total += len(chunk)
+        if total > limit:
+            raise _too_large(total, limit, at_least=True)
+        parts.append(chunk)
+
+
+def _too_large(size: int, limit: int, at_least: bool = False) -> HttpError:
+    told = f"more than {limit}" if at_least else str(size)
+    return HttpError(413, f"request body of {told} bytes is over this verb's limit of {limit} "
+                     "bytes; raise body_limit / body_limits in the configuration",
+                     headers=(("Connection", "close"),))

@@ -1,0 +1,55 @@
+"""The ops blueprint: ``/healthz``, ``/readyz``, ``/status`` and ``/metrics`` (not verbs)."""
+
+from __future__ import annotations
+
+import os
+
+from flask import Blueprint, Response, current_app, jsonify
+
+from policy_extender.web.service import Service
+
+ops = Blueprint("ops", __name__)
+
+
+def service() -> Service:
+    return current_app.extensions["policy_extender"]
+
+
+@ops.get("/healthz")
+def healthz():
+    """The worker answers (liveness): says nothing about the policies."""
+    return jsonify(status="ok")
+
+
+@ops.get("/readyz")
+def readyz():
+    """200 only once a good policy set is loaded; 503 with the load errors before."""
+    status = service().policy_status
+    if status.ready:
+        return jsonify(status="ready", version=status.version)
+    return jsonify(status="not ready", errors=list(status.errors)), 503
+
+
+@ops.get("/status")
+def status():
+    """Policy version, when loaded, files, last reload errors, and the session head."""
+    svc = service()
+    policy = svc.policy_status.as_dict()
+    return jsonify(policy=policy, policy_version=policy["version"], loaded_at=policy["loaded_at"],
+                   files=policy["files"], session=_session(svc), pid=os.getpid(),
+                   verbs={path: kind for path, kind in svc.routes.items()})
+
+
+def _session(svc: Service) -> dict | None:
+    head = svc.sessions.head()
+    if head is None:
+        return None
+    return {"id": head.session_id, "seq": head.seq, "policy_version": head.policy_version,
+            "opened_at": head.opened_at}
+
+
+@ops.get("/metrics")
+def metrics():
+    from policy_extender import metrics as exporter
+    body, content_type = exporter.render()
+    return Response(body, content_type=content_type)

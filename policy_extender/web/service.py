@@ -1,0 +1,99 @@
+"""Service: the long-lived state of one worker, kept in ``app.extensions["policy_extender"]``.
+
+It owns the configuration, the policy versions (``store.PolicyStore`` fed by a
+``reload.PolicyReloader``), the shared session store and this worker's session cache, and the
+request-finished callbacks (metrics, logs) that every verb call reports to.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from policy_extender.config import Config
+from policy_extender.reload import PolicyReloader, ReloadStatus
+from policy_extender.store import PolicyStore
+
+log = logging.getLogger("policy_extender.web")
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What one verb call did: passed to every request-finished callback."""
+
+    verb: str            # verb kind (predicate, ...), whatever its URL path
+    status: int          # HTTP status answered
+    decision: str        # outcome: fits / reject / scored / permit / abstain / ... / error
+    rule: str            # the deciding rule, "" for a neutral answer
+    seconds: float       # from the start of the body read to the encoded response
+    body_bytes: int      # request body size
+    error: str = ""      # the error message of a non-200 answer
+
+
+RequestFinished = Callable[[RequestRecord], None]
+
+
+def open_session_store(config: Config) -> Any:
+    """The shared store named by ``config.session_store`` (sqlite:PATH or redis://...)."""
+    from policy_extender.session.factory import open_store
+    return open_store(config.session_store, ttl_seconds=config.session_ttl)
+
+
+class Service:
+    """One worker's policies, sessions and callbacks (see the module docstring)."""
+
+    def __init__(self, config: Config, sessions: Any | None = None) -> None:
+        self.config = config
+        self.routes: dict[str, str] = config.verb_paths()
+        self.policies = PolicyStore()
+        self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval or 3600.0,
+                                       on_change=self._activate, on_error=self._reload_failed)
+        self.sessions = sessions if sessions is not None else open_session_store(config)
+        self.session_cache = _session_cache(self.sessions)
+        self.finished: list[RequestFinished] = []
+
+    def start(self) -> "Service":
+        """Load the policies now (never raises: a bad set leaves /readyz at 503), then watch."""
+        if self.config.reload_interval > 0:
+            self.reloader.start()
+        else:
+            self.reloader.reload_now()
+        return self
+
+    def stop(self) -> None:
+        self.reloader.stop()
+
+    @property
+    def policy_status(self) -> ReloadStatus:
+        return self.reloader.status
+
+    def on_request_finished(self, callback: RequestFinished) -> RequestFinished:
+        """Register ``callback(record)``, called after every verb call (usable as a decorator)."""
+        self.finished.append(callback)
+        return callback
+
+    def report(self, record: RequestRecord) -> None:
+        for callback in self.finished:
+            try:
+                callback(record)
+            except Exception:  # a broken metrics hook must not fail the scheduler's call
+                log.exception("request-finished callback %r failed", callback)
+
+    def _activate(self, policy_set: Any) -> None:
+        self.policies.activate(policy_set)
+        _set_policy_metrics(policy_set.version, time.time(), True, 0)
+
+    def _reload_failed(self, status: ReloadStatus) -> None:
+        _set_policy_metrics(status.version, status.loaded_at or 0.0, False, len(status.errors))
+
+
+def _session_cache(sessions: Any) -> Any:
+    from policy_extender.session.cache import SessionCache
+    return SessionCache(sessions)
+
+
+def _set_policy_metrics(version: str | None, loaded_at: float, ok: bool, errors: int) -> None:
+    from policy_extender import metrics
+    metrics.set_policy_status(version, loaded_at, ok, errors)

@@ -1,0 +1,171 @@
+"""One function per verb kind: body bytes in, Volcano's response bytes out.
+
+Every deciding verb reads the session head once (through the worker's SessionCache), takes the
+policy set *pinned* for that session (or the current one with no session), decodes the body
+pruned to what that set reads, decides, and encodes the exact Go response type. onSessionOpen
+stores the pruned snapshot pinned to the current version; the allocate/deallocate events record
+the task in the shared store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from policy_extender.wire import WireError
+from policy_extender.wire import decode as wire_decode
+from policy_extender.wire import encode, snapshot
+from policy_extender.web.http import HttpError, Reply, check_content_type, read_body
+from policy_extender.web.service import Service
+
+EMPTY_OBJECT = b"{}"
+
+
+def answer(service: Service, kind: str, environ: dict) -> tuple[Reply, int]:
+    """The reply to one verb call and the size of its body; raises HttpError for a non-200."""
+    check_content_type(environ)
+    body = read_body(environ, service.config.body_limit_for(kind))
+    try:
+        return HANDLERS[kind](service, body), len(body)
+    except WireError as exc:
+        raise HttpError(400, f"{kind}: {exc}") from None
+
+
+def policy_and_env(service: Service) -> tuple[Any, Any]:
+    """The policy set and Env of this call: one head() read, one policy version per cycle."""
+    env = service.session_cache.env()
+    head = getattr(env, "head", None)
+    if head is None:
+        return current_policy(service), env
+    return service.policies.pinned(head.policy_version, service.sessions.policy_sources), env
+
+
+def current_policy(service: Service) -> Any:
+    policy_set = service.policies.current
+    if policy_set is None:
+        errors = "; ".join(service.policy_status.errors) or "not loaded yet"
+        raise HttpError(503, f"no policy set is loaded ({errors}); fix the policy files, "
+                        "the service reloads them by itself")
+    return policy_set
+
+
+# ---------------------------------------------------------------------------------------------
+# session
+
+
+def on_session_open(service: Service, body: bytes) -> Reply:
+    policy_set = current_policy(service)
+    data = snapshot.from_open_body(body, policy_set.reads)
+    service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    _count_session("opened")
+    return Reply(EMPTY_OBJECT, rule=policy_set.version)
+
+
+def on_session_close(service: Service, body: bytes) -> Reply:
+    had_session = service.sessions.head() is not None
+    service.sessions.close()
+    if had_session:
+        _count_session("closed")
+    return Reply(EMPTY_OBJECT)
+
+
+def _count_session(event: str) -> None:
+    from policy_extender import metrics
+    metrics.count_session(event)
+
+
+# ---------------------------------------------------------------------------------------------
+# decisions
+
+
+def predicate(service: Service, body: bytes) -> Reply:
+    policy_set, env = policy_and_env(service)
+    request = wire_decode.decode_predicate(body, policy_set.reads, env)
+    decision = policy_set.predicate(request.task, request.node, env)
+    return Reply(encode.predicate(decision), decision="" if decision.fits else "reject",
+                 rule=decision.rule or "")
+
+
+def prioritize(service: Service, body: bytes) -> Reply:
+    policy_set, env = policy_and_env(service)
+    request = wire_decode.decode_prioritize(body, policy_set.reads, env)
+    decision = policy_set.prioritize(request.task, request.nodes, env)
+    return Reply(encode.prioritize(decision, request.nodes))
+
+
+def victims(kind: str) -> Callable[[Service, bytes], Reply]:
+    def decide(service: Service, body: bytes) -> Reply:
+        policy_set, env = policy_and_env(service)
+        request = wire_decode.decode_victims(body, policy_set.reads, env)
+        decision = policy_set.victims(kind, request.evictor, request.evictees, env)
+        outcome = {1: "evict", -1: "reject"}.get(decision.status, "")
+        return Reply(encode.victims(decision, request.raw_evictees), decision=outcome)
+    return decide
+
+
+def job_enqueueable(service: Service, body: bytes) -> Reply:
+    policy_set, env = policy_and_env(service)
+    request = wire_decode.decode_job(body, policy_set.reads, env)
+    decision = policy_set.enqueueable(request.job, env)
+    outcome = {1: "permit", -1: "reject"}.get(decision.status, "abstain")
+    return Reply(encode.enqueueable(decision), decision=outcome, rule=decision.rule or "")
+
+
+def job_enqueued(service: Service, body: bytes) -> Reply:
+    wire_decode.decode_job(body)  # validated, nothing to decide
+    return Reply(EMPTY_OBJECT)
+
+
+def queue_overused(service: Service, body: bytes) -> Reply:
+    policy_set, env = policy_and_env(service)
+    request = wire_decode.decode_queue(body, policy_set.reads, env)
+    decision = policy_set.overused(request.queue, env)
+    outcome = "overused" if decision.value else "not_overused"
+    return Reply(encode.overused(decision), decision=outcome, rule=decision.rule or "")
+
+
+def job_ready(service: Service, body: bytes) -> Reply:
+    policy_set, env = policy_and_env(service)
+    request = wire_decode.decode_job(body, policy_set.reads, env)
+    decision = policy_set.ready(request.job, env)
+    outcome = "ready" if decision.value else "not_ready"
+    return Reply(encode.ready(decision), decision=outcome, rule=decision.rule or "")
+
+
+# ---------------------------------------------------------------------------------------------
+# events
+
+
+def allocate(service: Service, body: bytes) -> Reply:
+    """Record the task's allocation in the open session (insert or replace: retries are safe)."""
+    from policy_extender.session.allocation import AllocationRecord, encode_allocation
+    task = wire_decode.decode_task_event(body).task
+    head = service.sessions.head()
+    if head is not None:
+        record = AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",
+                                  task.requests.as_dict())
+        service.sessions.allocate(head.session_id, task.uid or "", encode_allocation(record))
+    return Reply(encode.event())
+
+
+def deallocate(service: Service, body: bytes) -> Reply:
+    task = wire_decode.decode_task_event(body).task
+    head = service.sessions.head()
+    if head is not None:
+        service.sessions.deallocate(head.session_id, task.uid or "")
+    return Reply(encode.event())
+
+
+HANDLERS: dict[str, Callable[[Service, bytes], Reply]] = {
+    "onSessionOpen": on_session_open,
+    "onSessionClose": on_session_close,
+    "predicate": predicate,
+    "prioritize": prioritize,
+    "preemptable": victims("preemptable"),
+    "reclaimable": victims("reclaimable"),
+    "jobEnqueueable": job_enqueueable,
+    "jobEnqueued": job_enqueued,
+    "queueOverused": queue_overused,
+    "jobReady": job_ready,
+    "allocateFunc": allocate,
+    "deallocateFunc": deallocate,
+}
