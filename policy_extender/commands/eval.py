@@ -1,0 +1,85 @@
+"""``policy-extender eval [FILE|-] --verb VERB --policies DIR``: decide one raw request body.
+
+The body (a file, or stdin with ``-``) goes through the service's own decode → decide → encode;
+the command prints the decision, why, and the exact answer the service would send.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HELP = "decide one raw Volcano request body with a policy directory and print the decision and why"
+
+#: Decision names accepted for --verb besides the wire verb names.
+VERB_ALIASES = {"filter": "predicate", "score": "prioritize", "enqueue": "jobEnqueueable",
+                "overused": "queueOverused", "ready": "jobReady"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("body", nargs="?", default="-", metavar="FILE|-",
+                        help="the request body as Volcano sends it (default: - for stdin)")
+    parser.add_argument("--verb", required=True,
+                        help="predicate, prioritize, preemptable, reclaimable, jobEnqueueable, queueOverused or jobReady "
+                             "(or filter, score, enqueue, overused, ready)")
+    parser.add_argument("--policies", default="policies", metavar="DIR", help="directory of *.policy files (default: policies)")
+    parser.add_argument("--session", metavar="FILE", help="an onSessionOpen body to decide within (default: no session)")
+    parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from policy_extender.fixtures import exchange
+    verb = VERB_ALIASES.get(args.verb, args.verb)
+    if verb not in exchange.VERBS:
+        print(f"policy-extender eval: unknown verb {args.verb!r}: use one of {', '.join(exchange.VERBS)}", file=sys.stderr)
+        return 2
+    try:
+        return _decide(args, verb, exchange)
+    except (exchange.CaseError, OSError) as error:
+        print(f"policy-extender eval: {_describe(error)}", file=sys.stderr)
+        return 1
+
+
+def _decide(args, verb: str, exchange) -> int:
+    from policy_extender.fixtures import bodies, outcome
+    policy_set = exchange.compile_files(_policy_files(args.policies))
+    env = _session_env(args.session, policy_set, bodies)
+    decision, response = exchange.exchange(policy_set, verb, _read_body(args.body), env)
+    explanation = outcome.explanation(policy_set, decision)
+    if args.json:
+        print(json.dumps({"verb": verb, "policy_version": policy_set.version, "response": response,
+                          "decision": _plain(decision), "explanation": explanation}, indent=2, default=str))
+    else:
+        print(f"{verb}: {json.dumps(response)}\n{explanation}")
+    return 0
+
+
+def _policy_files(directory: str) -> tuple[Path, ...]:
+    files = tuple(sorted(Path(directory).glob("*.policy")))
+    if not files:
+        raise OSError(2, f"no *.policy files in {directory}", directory)
+    return files
+
+
+def _session_env(path: str | None, policy_set, bodies):
+    from policy_extender.wire.session import NO_SESSION
+    if path is None:
+        return NO_SESSION
+    return bodies.open_session(Path(path).read_bytes(), [], policy_set)
+
+
+def _read_body(source: str) -> bytes:
+    return sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, OSError):
+        return f"{error.filename}: {error.strerror}"
+    return str(error)
+
+
+def _plain(decision) -> dict:
+    fields = getattr(decision, "__dataclass_fields__", None) or getattr(decision, "_fields", ())
+    return {name: getattr(decision, name) for name in fields}
