@@ -1,0 +1,96 @@
+"""Source positions and the errors a policy can produce, with their rendering.
+
+A ``Diagnostic`` says where (a ``Span``), what (``code`` and ``message``) and, when there is one,
+how to fix it (``hint``). ``PolicyError`` carries every diagnostic of a failed load and renders
+them the way compilers do: ``file:line:col: error[CODE]: message``, the source line and a caret.
+
+Codes: E1xx syntax, E2xx names and fields, E3xx types, E4xx rule structure, E5xx bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Span:
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    span: Span
+    hint: str | None = None
+
+    def render(self, source: str | None = None) -> str:
+        """``file:line:col: error[CODE]: message``, then the source line with a caret."""
+        lines = [f"{self.span}: error[{self.code}]: {self.message}"]
+        lines += _excerpt(self.span, source)
+        if self.hint:
+            lines.append(f"     = hint: {self.hint}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        s = self.span
+        return {"code": self.code, "message": self.message, "hint": self.hint, "file": s.file,
+                "line": s.line, "column": s.column, "end_line": s.end_line, "end_column": s.end_column}
+
+
+def _excerpt(span: Span, source: str | None) -> list[str]:
+    if source is None:
+        return []
+    all_lines = source.split("\n")
+    if not 1 <= span.line <= len(all_lines):
+        return []
+    text = all_lines[span.line - 1].rstrip("\r").expandtabs(1)
+    if span.end_line == span.line and span.end_column > span.column:
+        width = span.end_column - span.column
+    else:
+        width = max(1, len(text) - span.column + 1)
+    return [f"{span.line:>4} | {text}", f"     | {' ' * (span.column - 1)}{'^' * width}"]
+
+
+class PolicyError(Exception):
+    """A policy set failed to load; ``diagnostics`` holds every problem found, in source order."""
+
+    def __init__(self, diagnostics: list[Diagnostic], sources: dict[str, str] | None = None):
+        self.diagnostics = sorted(diagnostics, key=_order)
+        self.sources = dict(sources or {})
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return "\n".join(d.render(self.sources.get(d.span.file)) for d in self.diagnostics)
+
+    def to_dicts(self) -> list[dict]:
+        return [d.to_dict() for d in self.diagnostics]
+
+
+def _order(d: Diagnostic) -> tuple:
+    return (d.span.file, d.span.line, d.span.column, d.code, d.message)
+
+
+@dataclass
+class EvalError(Exception):
+    """A run-time bound was exceeded while evaluating a rule (the only error evaluation raises)."""
+
+    code: str
+    message: str
+    span: Span | None = None
+    rule: str | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"{self.span}: " if self.span else ""
+        rule = f" (rule {self.rule})" if self.rule else ""
+        return f"{where}error[{self.code}]: {self.message}{rule}"

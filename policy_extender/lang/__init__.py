@@ -1,0 +1,1 @@
+"""The policy language: parse → build → check → compile → evaluate (see docs/language.md)."""

@@ -1,0 +1,413 @@
+"""parse (Lark LALR over grammar/policy.lark) and build (Lark tree → lang.ast), with friendly errors.
+
+The only module that imports ``lark``. The Lark parser is built once per process, on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import lark
+from lark import Transformer, v_args
+
+from policy_extender.errors import Diagnostic, PolicyError, Span
+from policy_extender.lang import ast
+
+MAX_SOURCE_CHARS = 256 * 1024
+MAX_DEPTH = 100
+MAX_LITERAL = 2**63
+
+_QUANTITY_SUFFIXES = {
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60), "m": Decimal("0.001"), "k": Decimal(10**3),
+    "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15),
+    "E": Decimal(10**18),
+}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+_TOKEN_WORDS = {
+    "_NL": "the end of the statement", "$END": "the end of the file", "NAME": "a name",
+    "NUMBER": "a number", "QUANTITY": "a quantity", "STRING": "a string", "KIND": "a rule kind",
+    "RULE_NAME": "a rule name", "CMP": "a comparison", "LPAR": "'('", "RPAR": "')'",
+    "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "DOT": "'.'",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _lark() -> lark.Lark:
+    grammar = _grammar_text()
+    return lark.Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
+                     start=["start", "expr"], maybe_placeholders=True)
+
+
+def _grammar_text() -> str:
+    try:
+        return (importlib.resources.files("policy_extender.grammar") / "policy.lark").read_text()
+    except ModuleNotFoundError:  # a source checkout that was not pip-installed
+        return (Path(__file__).resolve().parents[2] / "grammar" / "policy.lark").read_text()
+
+
+class Locator:
+    """Turns Lark line/column positions into ``Span`` s of a file (shifted for a ``{hole}``)."""
+
+    def __init__(self, file: str, line: int = 1, column: int = 1):
+        self.file, self.line, self.column = file, line, column
+
+    def span(self, line: int, column: int, end_line: int, end_column: int) -> Span:
+        if line == 1:
+            column += self.column - 1
+        if end_line == 1:
+            end_column += self.column - 1
+        return Span(self.file, line + self.line - 1, column, end_line + self.line - 1, end_column)
+
+    def of_meta(self, meta) -> Span:
+        return self.span(meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def of_token(self, token) -> Span:
+        return self.span(token.line, token.column, token.end_line, token.end_column)
+
+
+def parse_file(name: str, source: str) -> ast.PolicyFile:
+    """Parse and build one policy file; raises ``PolicyError`` with every syntax error found."""
+    loc = Locator(name)
+    tree = _parse(source, "start", loc)
+    statements = _build(tree, loc, source)
+    return ast.PolicyFile(name, source, tuple(statements))
+
+
+def parse_expression(text: str, loc: Locator, source: str | None = None) -> ast.Expr:
+    """Parse one expression (a ``{hole}`` of a reason template, a shorthand's definition)."""
+    return _build(_parse(text, "expr", loc, source), loc, source or text)
+
+
+def _parse(text: str, start: str, loc: Locator, source: str | None = None):
+    if len(text) > MAX_SOURCE_CHARS:
+        _fail(loc, "E501", f"policy file is {len(text)} characters, the limit is {MAX_SOURCE_CHARS}",
+              loc.span(1, 1, 1, 2), "split it into several files", source or text)
+    try:
+        tree = _lark().parse(text, start=start)
+    except lark.exceptions.UnexpectedInput as err:
+        raise PolicyError([_syntax_diagnostic(err, text, loc)], {loc.file: source or text}) from None
+    _check_depth(tree, loc, source or text)
+    return tree
+
+
+def _build(tree, loc: Locator, source: str):
+    try:
+        return Builder(loc, source).transform(tree)
+    except lark.exceptions.VisitError as err:
+        if isinstance(err.orig_exc, PolicyError):
+            raise err.orig_exc from None
+        raise
+
+
+def _fail(loc: Locator, code: str, message: str, span: Span, hint: str | None, source: str):
+    raise PolicyError([Diagnostic(code, message, span, hint)], {loc.file: source})
+
+
+def _check_depth(tree, loc: Locator, source: str) -> None:
+    """Refuse trees nested deeper than MAX_DEPTH before anything recurses over them."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            _fail(loc, "E502", f"expression nested more than {MAX_DEPTH} levels deep",
+                  loc.of_meta(node.meta), "name parts of it with let", source)
+        stack.extend((c, depth + 1) for c in node.children if isinstance(c, lark.Tree))
+
+
+# --- syntax errors -------------------------------------------------------------------------------
+
+def _syntax_diagnostic(err, text: str, loc: Locator) -> Diagnostic:
+    line, column = max(err.line, 1), max(err.column, 1)
+    if isinstance(err, lark.exceptions.UnexpectedCharacters):
+        return _bad_character(err, text, loc.span(line, column, line, column + 1))
+    token = getattr(err, "token", None)
+    if token is None or token.type == "$END":
+        end = text.rstrip()
+        line, column = end.count("\n") + 1, len(end) - end.rfind("\n")
+        return Diagnostic("E101", "unexpected end of input", loc.span(line, column, line, column + 1),
+                          "the expression or rule is incomplete")
+    span = loc.span(line, column, line, column + max(1, len(str(token))))
+    return _unexpected_token(token, err, text, span)
+
+
+def _bad_character(err, text: str, span: Span) -> Diagnostic:
+    char = err.char
+    if char in "\"'":
+        return Diagnostic("E102", "unterminated string", span, f"close it with {char} on the same line")
+    return Diagnostic("E102", f"unexpected character {char!r}", span, None)
+
+
+def _unexpected_token(token, err, text: str, span: Span) -> Diagnostic:
+    value = str(token)
+    if value == "*" and token.start_pos and text[token.start_pos - 1] == "*":
+        return Diagnostic("E104", "there is no '**' operator", span, "multiply explicitly: x * x")
+    if token.type in ("CMP", "IN") and _after_comparison(err):
+        return Diagnostic("E101", f"comparisons do not chain: unexpected {value!r}", span,
+                          "write a < b and b < c")
+    if token.type == "_NL":
+        return Diagnostic("E101", "the statement ends before it is complete", span,
+                          "a line that starts with whitespace continues the previous statement")
+    if span.column == 1 and value in ("when", "reason", "unresolvable", "weight", "normalize", "permit"):
+        return Diagnostic("E101", f"modifier '{value}' at column 1 starts a new statement", span,
+                          "indent the modifier line so it continues the rule above")
+    return Diagnostic("E101", f"unexpected {_describe(token)}", span, _expected(err))
+
+
+def _after_comparison(err) -> bool:
+    expected = getattr(err, "expected", None) or set()
+    return "CMP" not in expected
+
+
+def _describe(token) -> str:
+    if token.type in ("NAME", "NUMBER", "QUANTITY", "STRING", "KIND", "RULE_NAME"):
+        return f"{_TOKEN_WORDS[token.type]} {str(token)!r}"
+    return repr(str(token))
+
+
+def _expected(err) -> str | None:
+    expected = sorted(getattr(err, "expected", None) or ())
+    words = [_TOKEN_WORDS.get(e, None) or _terminal_text(e) for e in expected]
+    words = [w for w in words if w]
+    if not words:
+        return None
+    shown = ", ".join(words[:8]) + (", ..." if len(words) > 8 else "")
+    return f"expected {shown}"
+
+
+def _terminal_text(name: str) -> str | None:
+    try:
+        pattern = _lark().get_terminal(name).pattern
+    except KeyError:
+        return None
+    if pattern.type == "str":
+        return repr(pattern.value)
+    return name.lower()
+
+
+# --- build ---------------------------------------------------------------------------------------
+
+@v_args(meta=True)
+class Builder(Transformer):
+    """Bottom-up Lark tree → lang.ast, converting literals and parsing reason templates."""
+
+    def __init__(self, loc: Locator, source: str):
+        super().__init__()
+        self.loc, self.source = loc, source
+
+    def _span(self, meta) -> Span:
+        return self.loc.of_meta(meta)
+
+    # statements
+    def start(self, meta, children):
+        return [c for c in children if c is not None]
+
+    def guard(self, meta, children):
+        return ast.Guard(children[0], self._span(meta))
+
+    def let(self, meta, children):
+        name, expr = children
+        return ast.Let(str(name), expr, self._span(meta))
+
+    def rule(self, meta, children):
+        kind, name, expr, *mods = children
+        name_span = self.loc.of_token(name) if name is not None else self.loc.of_token(kind)
+        rule_name = str(name)[:-1] if name is not None else None
+        return ast.Rule(str(kind), rule_name, name_span, expr, tuple(mods), self._span(meta))
+
+    def mod_when(self, meta, children):
+        return ast.Modifier("when", children[0], self._span(meta))
+
+    def mod_reason(self, meta, children):
+        return ast.Modifier("reason", self._template(children[0]), self._span(meta))
+
+    def mod_unresolvable(self, meta, children):
+        return ast.Modifier("unresolvable", None, self._span(meta))
+
+    def mod_permit(self, meta, children):
+        return ast.Modifier("permit", None, self._span(meta))
+
+    def mod_weight(self, meta, children):
+        return ast.Modifier("weight", children[0], self._span(meta))
+
+    def mod_normalize(self, meta, children):
+        return ast.Modifier("normalize", (children[0], children[1]), self._span(meta))
+
+    def signed(self, meta, children):
+        sign, token = children
+        value = self._number_value(token)
+        return -value if sign is not None else value
+
+    # expressions
+    def if_expr(self, meta, children):
+        return ast.Cond(*children, self._span(meta))
+
+    def binary(self, meta, children):
+        left, op, right = children
+        return ast.Binary(str(op), left, right, self.loc.of_token(op), self._span(meta))
+
+    def not_in(self, meta, children):
+        left, not_tok, in_tok, right = children
+        op_span = self.loc.span(not_tok.line, not_tok.column, in_tok.end_line, in_tok.end_column)
+        return ast.Binary("not in", left, right, op_span, self._span(meta))
+
+    def unary(self, meta, children):
+        op, operand = children
+        return ast.Unary(str(op), operand, self._span(meta))
+
+    def field(self, meta, children):
+        obj, name = children
+        return ast.Field(obj, str(name), self.loc.of_token(name), self._span(meta))
+
+    def index(self, meta, children):
+        return ast.Index(children[0], children[1], self._span(meta))
+
+    def call(self, meta, children):
+        name, *args = children
+        args = tuple(a for a in args if a is not None)
+        return ast.Call(str(name), args, self.loc.of_token(name), self._span(meta))
+
+    def aggregate(self, meta, children):
+        func, elem, var, _in, iterable, cond = children
+        if str(func) not in ast.AGGREGATES:
+            raise self._error("E101", f"'{func}' cannot aggregate: '... for {var} in ...' works only in "
+                              + ", ".join(ast.AGGREGATES), self.loc.of_token(func), None)
+        return ast.Aggregate(str(func), elem, str(var), self.loc.of_token(var), iterable, cond,
+                             self._span(meta))
+
+    def list(self, meta, children):
+        return ast.ListLit(tuple(c for c in children if c is not None), self._span(meta))
+
+    def name(self, meta, children):
+        return ast.Name(str(children[0]), self._span(meta))
+
+    def number(self, meta, children):
+        return ast.Literal(self._number_value(children[0]), self._span(meta))
+
+    quantity = number
+
+    def string(self, meta, children):
+        token = children[0]
+        return ast.Literal(self._unescape(str(token)[1:-1], self.loc.of_token(token)), self._span(meta))
+
+    def true(self, meta, children):
+        return ast.Literal(True, self._span(meta))
+
+    def false(self, meta, children):
+        return ast.Literal(False, self._span(meta))
+
+    def null(self, meta, children):
+        return ast.Literal(None, self._span(meta))
+
+    # literal conversion
+    def _number_value(self, token) -> int | float:
+        text, span = str(token), self.loc.of_token(token)
+        value = _quantity(text) if token.type == "QUANTITY" else _number(text)
+        if value is None or abs(value) >= MAX_LITERAL:
+            raise self._error("E503", f"number {text} is out of range (limit 2^63)", span, None)
+        return value
+
+    def _unescape(self, raw: str, span: Span) -> str:
+        out, i = [], 0
+        while i < len(raw):
+            char = raw[i]
+            if char != "\\":
+                out.append(char)
+                i += 1
+                continue
+            decoded, width = _escape(raw, i)
+            if decoded is None:
+                raise self._error("E103", f"unknown escape {raw[i:i + 2]!r} in string", span,
+                                  "use \\n \\t \\r \\\\ \\\" \\' or \\uXXXX")
+            out.append(decoded)
+            i += width
+        return "".join(out)
+
+    def _template(self, token) -> ast.Template:
+        raw, span = str(token)[1:-1], self.loc.of_token(token)
+        parts: list = []
+        for kind, start, text in _template_pieces(raw):
+            if kind == "error":
+                raise self._error("E107", text, span, "write {{ and }} for literal braces")
+            if kind == "text":
+                parts.append(self._unescape(text, span))
+                continue
+            hole_loc = Locator(self.loc.file, span.line, span.column + 1 + start)
+            parts.append(parse_expression(text, hole_loc, self.source))
+        return ast.Template(tuple(parts), span)
+
+    def _error(self, code: str, message: str, span: Span, hint: str | None) -> PolicyError:
+        return PolicyError([Diagnostic(code, message, span, hint)], {self.loc.file: self.source})
+
+
+def _number(text: str) -> int | float | None:
+    if "." in text or "e" in text or "E" in text:
+        value = float(text)
+        return value if value != float("inf") else None
+    return int(text)
+
+
+def _quantity(text: str) -> int | float | None:
+    suffix = text.lstrip("0123456789.")
+    try:
+        value = Decimal(text[: len(text) - len(suffix)]) * _QUANTITY_SUFFIXES[suffix]
+    except (InvalidOperation, KeyError):
+        return None
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def _escape(raw: str, i: int) -> tuple[str | None, int]:
+    char = raw[i + 1] if i + 1 < len(raw) else ""
+    if char in _ESCAPES and char:
+        return _ESCAPES[char], 2
+    if char == "u" and len(raw) >= i + 6:
+        try:
+            return chr(int(raw[i + 2:i + 6], 16)), 6
+        except ValueError:
+            return None, 2
+    return None, 2
+
+
+def _template_pieces(raw: str):
+    """Split a reason template into ("text", start, s) and ("hole", start, expr-source) pieces."""
+    i, text_start, buf = 0, 0, []
+    while i < len(raw):
+        char = raw[i]
+        if raw.startswith("{{", i) or raw.startswith("}}", i):
+            buf.append(char)
+            i += 2
+        elif char == "}":
+            yield "error", i, "unmatched '}' in reason template"
+            return
+        elif char == "{":
+            end = _hole_end(raw, i + 1)
+            if end < 0:
+                yield "error", i, "unclosed '{' in reason template"
+                return
+            yield "text", text_start, "".join(buf)
+            yield "hole", i + 1, raw[i + 1:end]
+            buf, i, text_start = [], end + 1, end + 1
+        else:
+            buf.append(raw[i:i + 2] if char == "\\" else char)
+            i += 2 if char == "\\" else 1
+    yield "text", text_start, "".join(buf)
+
+
+def _hole_end(raw: str, i: int) -> int:
+    quote = None
+    while i < len(raw):
+        char = raw[i]
+        if quote:
+            if char == "\\":
+                i += 1
+            elif char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+        elif char == "}":
+            return i
+        i += 1
+    return -1
