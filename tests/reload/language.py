@@ -20,3 +20,11 @@ class Language:
     def broken(self) -> str:
         """Text the checker refuses, with the error on line 2."""
         return "score 1\nscore 1 +\n"
+
+    def score_in(self, text: str) -> int:
+        """The score a ``good(score)`` text gives."""
+        return int(text.split()[1])
+
+    def score_of(self, policy_set) -> int:
+        """The score a policy set made of ``good`` texts gives every node (rules add up)."""
+        return sum(self.score_in(text) for text in policy_set.sources.values())

@@ -1,0 +1,121 @@
+"""A real ``policy-extender serve`` (gunicorn, several workers) on loopback, and a client for it.
+
+Used by the slow service-level reload tests and by ``measure_latency.py``. Each request opens a
+new connection, so the kernel spreads requests over every worker.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+SAMPLES = "/work/shared/samples"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def sample(verb: str) -> bytes:
+    with open(os.path.join(SAMPLES, f"{verb}.json"), "rb") as f:
+        return f.read()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``python -m policy_extender serve`` in a subprocess; ``stop()`` sends SIGTERM to it."""
+
+    def __init__(self, policy_dir: str, state_dir: str, workers: int = 3, interval: float = 0.5) -> None:
+        self.port = free_port()
+        self.workers = workers
+        self.log_path = os.path.join(state_dir, "server.log")
+        args = [sys.executable, "-m", "policy_extender", "serve", "--bind", f"127.0.0.1:{self.port}",
+                "--workers", str(workers), "--threads", "4", "--policy-dirs", policy_dir,
+                "--reload-interval", str(interval),
+                "--session-store", "sqlite:" + os.path.join(state_dir, "sessions.sqlite")]
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": os.path.join(state_dir, "metrics"),
+               "PYTHONPATH": REPO}
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(args, cwd=state_dir, env=env, stdout=self._log,
+                                        stderr=subprocess.STDOUT)
+
+    def wait_listening(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                self.get("/healthz")
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"server not listening after {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def get(self, path: str) -> tuple[int, dict]:
+        status, body = self.request("GET", path)
+        return status, json.loads(body)
+
+    def post(self, verb: str, body: bytes) -> tuple[int, bytes]:
+        return self.request("POST", "/" + verb, body)
+
+    def score(self, body: bytes) -> float:
+        """The one score prioritize gave every node; raises if the answer is not uniform."""
+        status, raw = self.post("prioritize", body)
+        if status != 200:
+            raise AssertionError(f"prioritize answered {status}: {raw[:300]!r}")
+        scores = set(json.loads(raw)["nodeScore"].values())
+        if len(scores) != 1:
+            raise AssertionError(f"prioritize mixed scores {scores}: {raw[:300]!r}")
+        return scores.pop()
+
+    def worker_versions(self, timeout: float = 10.0) -> dict[int, str | None]:
+        """{pid: current policy version} of every worker, asking /status until all answered."""
+        seen: dict[int, str | None] = {}
+        deadline = time.monotonic() + timeout
+        while len(seen) < self.workers and time.monotonic() < deadline:
+            _, status = self.get("/status")
+            seen[status["pid"]] = status["policy_version"]
+        return seen
+
+    def wait_all_on(self, version: str, timeout: float = 15.0) -> float:
+        """Seconds until every worker reports ``version`` (sampling /status on new connections)."""
+        started = time.monotonic()
+        fresh: dict[int, str | None] = {}
+        while time.monotonic() - started < timeout:
+            _, status = self.get("/status")
+            fresh[status["pid"]] = status["policy_version"]
+            if len(fresh) >= self.workers and all(v == version for v in fresh.values()):
+                return time.monotonic() - started
+        raise TimeoutError(f"workers never all reached {version}: {fresh}")

@@ -1,0 +1,150 @@
+"""Hot reload through the real service: gunicorn with several workers on loopback.
+
+Versions are told apart by their decisions: version N scores every node N. Every update is made
+the kubelet's way (new timestamped directory, ``..data`` renamed over, old directory deleted).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from .kubelet import ConfigMapVolume
+from .server import Server, sample
+
+pytestmark = pytest.mark.slow
+
+INTERVAL = 0.5
+
+
+@pytest.fixture
+def volume(tmp_path):
+    return ConfigMapVolume(str(tmp_path / "policies"))
+
+
+@pytest.fixture
+def start_server(tmp_path, volume):
+    servers = []
+
+    def start(**options) -> Server:
+        server = Server(volume.root, str(tmp_path), interval=INTERVAL, **options)
+        servers.append(server)
+        server.wait_listening()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def version_of(language, files: dict[str, str]) -> str:
+    return language.compile(files).version
+
+
+class Client(threading.Thread):
+    """Sends prioritize calls until stopped; records each answer's score, or the failure."""
+
+    def __init__(self, server: Server) -> None:
+        super().__init__(daemon=True)
+        self.server, self.body = server, sample("prioritize")
+        self.scores: list[float] = []
+        self.failures: list[str] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.scores.append(self.server.score(self.body))
+            except Exception as exc:  # every kind of failure is counted, none may happen
+                self.failures.append(repr(exc))
+
+    def stop(self) -> "Client":
+        self.stopping.set()
+        self.join(timeout=15)
+        return self
+
+
+def test_reloads_under_load_fail_no_request_and_never_mix_versions(volume, language, start_server):
+    v1 = {"a.policy": language.good(1)}
+    volume.update(v1)
+    server = start_server()
+    server.wait_all_on(version_of(language, v1))
+    clients = [Client(server) for _ in range(4)]
+    for client in clients:
+        client.start()
+    for score in (2, 3, 2, 1, 3):
+        files = {"a.policy": language.good(score)}
+        volume.update(files)
+        server.wait_all_on(version_of(language, files))
+        time.sleep(0.2)
+    answers = [s for c in (client.stop() for client in clients) for s in c.scores]
+    failures = [f for c in clients for f in c.failures]
+    assert failures == []
+    assert len(answers) > 50 and set(answers) == {1, 2, 3}
+
+
+def test_a_broken_update_never_replaces_a_good_one_and_a_fix_is_picked_up(volume, language, start_server):
+    good = {"a.policy": language.good(1)}
+    volume.update(good)
+    server = start_server()
+    server.wait_all_on(version_of(language, good))
+    body = sample("prioritize")
+    volume.update({"a.policy": language.broken()})
+    time.sleep(INTERVAL * 4)
+    assert {server.score(body) for _ in range(20)} == {1}
+    _, status = server.get("/status")
+    assert status["policy"]["last_reload_ok"] is False
+    assert status["policy"]["errors"][0].startswith("a.policy:2:")
+    assert server.get("/readyz")[0] == 200
+    fixed = {"a.policy": language.good(2)}
+    volume.update(fixed)
+    server.wait_all_on(version_of(language, fixed))
+    assert {server.score(body) for _ in range(20)} == {2}
+    assert server.get("/status")[1]["policy"]["last_reload_ok"] is True
+
+
+def test_a_session_keeps_its_version_until_the_next_open(volume, language, start_server):
+    v1, v2 = {"a.policy": language.good(1)}, {"a.policy": language.good(2)}
+    volume.update(v1)
+    server = start_server()
+    server.wait_all_on(version_of(language, v1))
+    body = sample("prioritize")
+    assert server.post("onSessionOpen", sample("onSessionOpen"))[0] == 200
+    volume.update(v2)
+    server.wait_all_on(version_of(language, v2))
+    assert {server.score(body) for _ in range(30)} == {1}  # pinned at open, on every worker
+    assert server.post("onSessionClose", b"{}")[0] == 200
+    assert {server.score(body) for _ in range(10)} == {2}
+    assert server.post("onSessionOpen", sample("onSessionOpen"))[0] == 200
+    assert {server.score(body) for _ in range(10)} == {2}
+    assert server.post("onSessionClose", b"{}")[0] == 200
+
+
+def test_deleted_recreated_and_renamed_files_are_followed(volume, language, start_server):
+    base = {"a.policy": language.good(1)}
+    volume.update(base)
+    server = start_server()
+    body = sample("prioritize")
+    steps = [
+        {"a.policy": language.good(1), "b.policy": language.good(1)},  # a key added: 1 + 1
+        {"b.policy": language.good(3)},                                  # a.policy deleted
+        {"a.policy": language.good(1), "b.policy": language.good(3)},  # a.policy re-created
+        {"c.policy": language.good(5)},                                  # everything renamed
+    ]
+    for files in steps:
+        volume.update(files)
+        server.wait_all_on(version_of(language, files))
+        assert {server.score(body) for _ in range(10)} == {sum(language.score_in(t) for t in files.values())}
+
+
+def test_starting_with_a_broken_set_serves_not_ready_and_says_why(volume, language, start_server):
+    volume.update({"a.policy": language.broken()})
+    server = start_server()
+    status, body = server.get("/readyz")
+    assert status == 503 and body["errors"][0].startswith("a.policy:2:")
+    fixed = {"a.policy": language.good(1)}
+    volume.update(fixed)
+    server.wait_all_on(version_of(language, fixed))
+    assert server.get("/readyz")[0] == 200
