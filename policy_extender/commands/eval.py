@@ -43,10 +43,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _decide(args, verb: str, exchange) -> int:
-    from policy_extender.fixtures import bodies, outcome
+    from policy_extender.fixtures import outcome
     policy_set = exchange.compile_files(_policy_files(args.policies))
-    env = _session_env(args.session, policy_set, bodies)
-    decision, response = exchange.exchange(policy_set, verb, _read_body(args.body), env)
+    exchanger = exchange.Exchanger(policy_set)
+    body = _read_body(args.body)
+    if args.session:
+        exchanger.open_session(Path(args.session).read_bytes())
+    decision, response = exchanger.exchange(verb, body)
     explanation = outcome.explanation(policy_set, decision)
     if args.json:
         print(json.dumps({"verb": verb, "policy_version": policy_set.version, "response": response,
@@ -61,13 +64,6 @@ def _policy_files(directory: str) -> tuple[Path, ...]:
     if not files:
         raise OSError(2, f"no *.policy files in {directory}", directory)
     return files
-
-
-def _session_env(path: str | None, policy_set, bodies):
-    from policy_extender.wire.session import NO_SESSION
-    if path is None:
-        return NO_SESSION
-    return bodies.open_session(Path(path).read_bytes(), [], policy_set)
 
 
 def _read_body(source: str) -> bytes:
