@@ -212,8 +212,8 @@ class PolicyReloader:
         previous = self._status.version
         self._policy_set = policy_set
         self._set_status(
-            version=_version(policy_set) or snapshot.digest[:16], loaded_at=now, files=tuple(sorted(snapshot.files)),
-            last_reload_ok=True, last_attempt_at=now, last_success_at=now, errors=(),
+            version=_version(policy_set) or snapshot.digest[:16], loaded_at=now,
+            files=tuple(sorted(snapshot.files)), last_reload_ok=True, last_attempt_at=now, last_success_at=now, errors=(),
             attempted_digest=snapshot.digest, reloads_ok=self._status.reloads_ok + 1,
         )
         log.info("policy set %s loaded (was %s) from %s: %s", self._status.version, previous,
@@ -227,7 +227,7 @@ class PolicyReloader:
             attempted_digest=digest, reloads_failed=status.reloads_failed + (not repeated),
         )
         if not repeated:
-            kept = f"keeping policy set {status.version}" if status.ready else "no policy set loaded, not ready"
+            kept = f"keeping policy set {status.version}" if status.ready else "not ready"
             log.error("policy reload failed with %d error(s), %s:\n%s", len(errors), kept, "\n".join(errors))
             self._on_error(self._status)
         return False

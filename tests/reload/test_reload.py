@@ -40,8 +40,9 @@ def make_reloader(volume, language, activated):
     reloaders = []
 
     def make(dirs=None, **options):
-        options = {"interval": 0, "inotify": False, "compile": language.compile, **options}
-        reloader = PolicyReloader(dirs or [volume.root], on_change=activated.append, **options)
+        options = {"interval": 0, "inotify": False, "compile": language.compile,
+                   "on_change": activated.append, **options}
+        reloader = PolicyReloader(dirs or [volume.root], **options)
         reloaders.append(reloader)
         return reloader
 
