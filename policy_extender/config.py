@@ -303,3 +303,7 @@ def _shown_default(opt: dataclasses.Field) -> str:
     if opt.metadata["parse"] is parse_size:
         return f"`{value // MIB}MiB`"
     return f"`{value}`"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

@@ -29,11 +29,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
-    if not _policies_compile(config):
-        return 1
+    policies_ok = _policies_compile(config)
     if args.check:
         print(config)
-        return 0
+        return 0 if policies_ok else 1
     ExtenderApplication(config).run()
     return 0
 
@@ -44,14 +43,20 @@ def _given_flags(args: argparse.Namespace) -> dict:
 
 
 def _policies_compile(config) -> bool:
-    """Load the policies once in the master: refuse to start workers on a broken set."""
+    """Load the policies once in the master and say what was found.
+
+    A broken set does not stop the service: it starts not ready (``/readyz`` 503 with the errors)
+    and becomes ready by itself when the files are fixed (a ConfigMap update), which is kinder to
+    a Kubernetes rollout than a crash loop. ``--check`` turns the errors into exit status 1.
+    """
     from policy_extender.reload import PolicyReloader
     status = PolicyReloader(config.policy_dirs, 0, inotify=False).reload_now()
     if status.ready:
         print(f"policy-extender: policy version {status.version} from {', '.join(config.policy_dirs)}: "
               f"{', '.join(status.files) or 'no policy files'}", file=sys.stderr)
         return True
-    print("policy-extender serve: the policies do not load:\n" + "\n".join(status.errors), file=sys.stderr)
+    print("policy-extender serve: the policies do not load, serving not ready until they are "
+          "fixed:\n" + "\n".join(status.errors), file=sys.stderr)
     return False
 
 

@@ -1,0 +1,103 @@
+"""Configuration: precedence flags > environment > YAML > defaults, errors that say where, docs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from policy_extender import config
+from policy_extender.config import MIB, Config, ConfigError, load
+
+DOCS = Path(__file__).parents[2] / "docs" / "configuration.md"
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "extender.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults_match_volcanos_sidecar_and_the_wire_doc():
+    cfg = load({}, {})
+    assert cfg.bind == "127.0.0.1:8713"
+    assert cfg.policy_dirs == ("policies",)
+    assert cfg.body_limit_for("predicate") == 16 * MIB
+    assert cfg.body_limit_for("onSessionOpen") == 512 * MIB
+    assert cfg.verb_paths()["/predicate"] == "predicate" and len(cfg.verb_paths()) == 12
+
+
+def test_flags_beat_environment_beat_yaml_beat_defaults(tmp_path):
+    path = write(tmp_path, "workers: 3\nthreads: 5\nbind: 0.0.0.0:9000\nlog_level: debug\n")
+    env = {"POLICY_EXTENDER_THREADS": "7", "POLICY_EXTENDER_BIND": "127.0.0.1:9001"}
+    cfg = load({"bind": "127.0.0.1:9002"}, env, path)
+    assert (cfg.bind, cfg.threads, cfg.workers, cfg.log_level) == ("127.0.0.1:9002", 7, 3, "debug")
+    assert cfg.log_format == "text"  # untouched: the default
+
+
+def test_config_file_can_come_from_the_environment(tmp_path):
+    path = write(tmp_path, "workers: 9\n")
+    assert load({}, {"POLICY_EXTENDER_CONFIG": path}).workers == 9
+
+
+def test_renamed_verbs_map_paths_to_kinds_and_keep_the_rest(tmp_path):
+    path = write(tmp_path, "verbs:\n  predicate: customFilter\npath_prefix: /extender\n")
+    routes = load({}, {}, path).verb_paths()
+    assert routes["/extender/customFilter"] == "predicate"
+    assert routes["/extender/prioritize"] == "prioritize"
+    assert "/extender/predicate" not in routes
+    env_routes = load({}, {"POLICY_EXTENDER_VERBS": "prioritize=customScore"}).verb_paths()
+    assert env_routes["/customScore"] == "prioritize"
+
+
+def test_body_limits_merge_with_the_snapshot_default():
+    cfg = load({"body_limits": "predicate=1MiB"}, {})
+    assert cfg.body_limit_for("predicate") == MIB
+    assert cfg.body_limit_for("onSessionOpen") == 512 * MIB
+    assert cfg.body_limit_for("jobReady") == 16 * MIB
+
+
+def test_policy_dirs_from_a_list_or_comma_text(tmp_path):
+    assert load({}, {"POLICY_EXTENDER_POLICY_DIRS": "a,b"}).policy_dirs == ("a", "b")
+    assert load({}, {}, write(tmp_path, "policy_dirs: [x, y]\n")).policy_dirs == ("x", "y")
+
+
+@pytest.mark.parametrize("flags, env, message", [
+    ({"workers": "many"}, {}, "flag --workers: expected a whole number"),
+    ({}, {"POLICY_EXTENDER_BODY_LIMIT": "lots"}, "environment variable POLICY_EXTENDER_BODY_LIMIT: expected a size"),
+    ({"verbs": "filter=x"}, {}, "unknown verb kind 'filter'"),
+    ({"session_store": "mysql://x"}, {}, "expected sqlite:PATH or redis://"),
+    ({"log_format": "xml"}, {}, "expected one of text, json"),
+])
+def test_bad_values_say_where_and_what(flags, env, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load(flags, env)
+
+
+def test_yaml_errors_point_at_file_line_column(tmp_path):
+    path = write(tmp_path, "bind: 127.0.0.1:1\nworkerz: 4\n")
+    with pytest.raises(ConfigError) as unknown:
+        load({}, {}, path)
+    assert str(unknown.value).startswith(f"{path}:2:1: workerz: unknown option 'workerz'")
+    path = write(tmp_path, "workers: [1,\n")
+    with pytest.raises(ConfigError, match=r"extender.yaml:\d+:\d+: invalid YAML"):
+        load({}, {}, path)
+    path = write(tmp_path, "bind: 127.0.0.1:1\nworkers: -3\n")
+    with pytest.raises(ConfigError, match=r"extender.yaml:2:1: workers: expected a whole number"):
+        load({}, {}, path)
+
+
+def test_yaml_is_read_safely(tmp_path):
+    path = write(tmp_path, "bind: !!python/object/apply:os.getcwd []\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load({}, {}, path)
+
+
+def test_every_option_is_documented_in_the_generated_table():
+    assert config.markdown_table() in DOCS.read_text()
+    for option in config.OPTIONS:
+        assert f"`{option.name}`" in config.markdown_table()
+
+
+def test_the_dataclass_accepts_direct_construction():
+    assert Config(workers=1).workers == 1
