@@ -8,78 +8,21 @@ Decoders are built once per read set (a policy version has one) and cached.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
 
 import msgspec
 
 from .errors import WireError
-from .quantity import QUANTITY_PATTERN
-from .session import NO_SESSION
-from .structs import struct_for
+from .reading import FrozenReads, Reads, decode_json, freeze_reads, required, struct_of
+from .session import NO_SESSION, Allocation
+from .snapshot import Snapshot, allocation_in, decode_session_open
 from .views import JobView, NodeView, QueueView, TaskView
 
-#: ``{"task"|"node"|"job"|"queue": frozenset of wire paths}``, as ``PolicySet.reads``.
-Reads = Mapping[str, frozenset]
-FrozenReads = tuple[tuple[str, frozenset], ...]
-
-ROOTS = ("task", "node", "job", "queue")
-
-
-def freeze_reads(reads: Reads | None) -> FrozenReads:
-    """A hashable, order-independent key for a read set (missing roots read nothing extra)."""
-    reads = reads or {}
-    return tuple((root, frozenset(tuple(p) for p in reads.get(root, ()))) for root in ROOTS)
-
-
-def struct_of(frozen: FrozenReads, root: str) -> type:
-    return struct_for(root, dict(frozen)[root])
-
-
-# ---------------------------------------------------------------- errors
-
-_MSGSPEC_ERROR = re.compile(r"^(?P<message>.*?)(?: - at `(?P<path>[^`]*)`)?$", re.S)
-_TYPE_NAMES = {"int": "integer", "float": "number", "str": "string", "bool": "bool", "null": "null",
-               "object": "object", "array": "array"}
-
-
-def _friendly_type(name: str) -> str:
-    names = [_TYPE_NAMES.get(part.strip(), part.strip()) for part in name.split("|")]
-    return " or ".join(n for n in names if n != "null") or "null"
-
-
-def _friendly(message: str) -> str:
-    """msgspec's "Expected `float | null`, got `str`" as "expected number, got string"."""
-    if QUANTITY_PATTERN.replace("\\", "") in message.replace("\\\\", "\\").replace("\\", ""):
-        return "expected a Kubernetes quantity string such as \"2\", \"500m\" or \"4Gi\""
-    typed = re.fullmatch(r"Expected `([^`]*)`, got `([^`]*)`", message)
-    if typed:
-        return f"expected {_friendly_type(typed.group(1))}, got {_friendly_type(typed.group(2))}"
-    return message[:1].lower() + message[1:]
-
-
-def wire_error(error: msgspec.MsgspecError, prefix: str = "$") -> WireError:
-    """A WireError from a msgspec error, its path re-rooted at ``prefix``."""
-    if not isinstance(error, msgspec.ValidationError):
-        return WireError(f"malformed JSON: {error}", prefix)
-    match = _MSGSPEC_ERROR.match(str(error))
-    path = prefix + (match["path"] or "$")[1:]
-    return WireError(_friendly(match["message"]), path)
-
-
-def decode_json(decoder: msgspec.json.Decoder, body: bytes, prefix: str = "$") -> Any:
-    try:
-        return decoder.decode(body)
-    except msgspec.MsgspecError as error:
-        raise wire_error(error, prefix) from None
-
-
-def _required(value, path: str):
-    if value is None:
-        raise WireError("missing: the body must carry this object (is the verb mapped to the right path?)", path)
-    return value
+__all__ = ["decode_predicate", "decode_prioritize", "decode_victims", "decode_job", "decode_queue",
+           "decode_task_event", "decode_session_open", "decode_session_close", "decode_allocation",
+           "WireError", "PredicateRequest", "PrioritizeRequest", "VictimsRequest", "JobRequest",
+           "QueueRequest", "TaskEventRequest"]
 
 
 # ---------------------------------------------------------------- request types
@@ -167,15 +110,15 @@ def _task_decoder(frozen: FrozenReads):
 def decode_predicate(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> PredicateRequest:
     """``{"task": TaskInfo, "node": NodeInfo}``."""
     decoded = decode_json(_predicate_decoder(freeze_reads(reads)), body)
-    return PredicateRequest(TaskView(_required(decoded.task, "$.task"), env),
-                            NodeView(_required(decoded.node, "$.node"), env))
+    return PredicateRequest(TaskView(required(decoded.task, "$.task"), env),
+                            NodeView(required(decoded.node, "$.node"), env))
 
 
 def decode_prioritize(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> PrioritizeRequest:
     """``{"task": TaskInfo, "nodes": [NodeInfo]}``; null nodes read as none."""
     decoded = decode_json(_prioritize_decoder(freeze_reads(reads)), body)
     nodes = [NodeView(n, env) for n in decoded.nodes or () if n is not None]
-    return PrioritizeRequest(TaskView(_required(decoded.task, "$.task"), env), nodes)
+    return PrioritizeRequest(TaskView(required(decoded.task, "$.task"), env), nodes)
 
 
 def decode_victims(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> VictimsRequest:
@@ -192,27 +135,34 @@ def decode_victims(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> V
         if task is not None:
             evictees.append(TaskView(task, env))
             raws.append(raw)
-    return VictimsRequest(TaskView(_required(decoded.evictor, "$.evictor"), env), evictees, raws)
+    return VictimsRequest(TaskView(required(decoded.evictor, "$.evictor"), env), evictees, raws)
 
 
 def decode_job(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> JobRequest:
     """jobEnqueueable / jobEnqueued / jobReady ``{"job": JobInfo}``."""
     decoded = decode_json(_job_decoder(freeze_reads(reads)), body)
-    return JobRequest(JobView(_required(decoded.job, "$.job"), env))
+    return JobRequest(JobView(required(decoded.job, "$.job"), env))
 
 
 def decode_queue(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> QueueRequest:
     """queueOverused ``{"queue": QueueInfo}``."""
     decoded = decode_json(_queue_decoder(freeze_reads(reads)), body)
-    return QueueRequest(QueueView(_required(decoded.queue, "$.queue"), env))
+    return QueueRequest(QueueView(required(decoded.queue, "$.queue"), env))
 
 
 def decode_task_event(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> TaskEventRequest:
     """allocateFunc / deallocateFunc ``{"task": TaskInfo}``."""
     decoded = decode_json(_task_decoder(freeze_reads(reads)), body)
-    return TaskEventRequest(TaskView(_required(decoded.task, "$.task"), env))
+    return TaskEventRequest(TaskView(required(decoded.task, "$.task"), env))
 
 
 def decode_session_close(body: bytes) -> None:
     """onSessionClose: Volcano sends ``{}``; the body is not read at all."""
     return None
+
+
+def decode_allocation(body: bytes, reads: Reads | None = None, snapshot: Snapshot | None = None) -> Allocation:
+    """allocateFunc body -> ``Allocation(task_uid, job_uid, queue_name, node_name, resources)``,
+    the queue looked up in ``snapshot`` (empty when the job is unknown or there is none)."""
+    task = decode_task_event(body, reads).task
+    return allocation_in(task, snapshot if snapshot is not None else NO_SESSION)

@@ -1,0 +1,84 @@
+"""Reading JSON with msgspec: read-set keys, and msgspec errors turned into ``WireError`` with
+the JSON path (``$.task.Resreq.MilliCPU: expected number, got string``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import msgspec
+
+from .errors import WireError
+from .structs import struct_for
+
+#: ``{"task"|"node"|"job"|"queue": frozenset of wire paths}``, as ``PolicySet.reads``.
+Reads = Mapping[str, frozenset]
+FrozenReads = tuple[tuple[str, frozenset], ...]
+
+ROOTS = ("task", "node", "job", "queue")
+
+
+_FROZEN: dict[int, tuple[Reads, FrozenReads]] = {}
+
+
+def freeze_reads(reads: Reads | None) -> FrozenReads:
+    """A hashable, order-independent key for a read set (missing roots read nothing extra).
+
+    A policy set's ``reads`` is one long-lived object, so the key is remembered by identity.
+    """
+    remembered = _FROZEN.get(id(reads))
+    if remembered is not None and remembered[0] is reads:
+        return remembered[1]
+    frozen = tuple((root, frozenset(tuple(p) for p in (reads or {}).get(root, ()))) for root in ROOTS)
+    if len(_FROZEN) >= 64:
+        _FROZEN.clear()
+    _FROZEN[id(reads)] = (reads, frozen)
+    return frozen
+
+
+def struct_of(frozen: FrozenReads, root: str) -> type:
+    return struct_for(root, dict(frozen)[root])
+
+
+# ---------------------------------------------------------------- errors
+
+_MSGSPEC_ERROR = re.compile(r"^(?P<message>.*?)(?: - at `(?P<path>[^`]*)`)?$", re.S)
+_TYPE_NAMES = {"int": "integer", "float": "number", "str": "string", "bool": "bool", "null": "null",
+               "object": "object", "array": "array"}
+
+
+def _friendly_type(name: str) -> str:
+    names = [_TYPE_NAMES.get(part.strip(), part.strip()) for part in name.split("|")]
+    return " or ".join(n for n in names if n != "null") or "null"
+
+
+def _friendly(message: str) -> str:
+    """msgspec's "Expected `float | null`, got `str`" as "expected number, got string"."""
+    if "matching regex" in message and "Ki|Mi|Gi" in message:
+        return "expected a Kubernetes quantity string such as \"2\", \"500m\" or \"4Gi\""
+    typed = re.fullmatch(r"Expected `([^`]*)`, got `([^`]*)`", message)
+    if typed:
+        return f"expected {_friendly_type(typed.group(1))}, got {_friendly_type(typed.group(2))}"
+    return message[:1].lower() + message[1:]
+
+
+def wire_error(error: msgspec.MsgspecError, prefix: str = "$") -> WireError:
+    """A WireError from a msgspec error, its path re-rooted at ``prefix``."""
+    if not isinstance(error, msgspec.ValidationError):
+        return WireError(f"malformed JSON: {error}", prefix)
+    match = _MSGSPEC_ERROR.match(str(error))
+    path = prefix + (match["path"] or "$")[1:]
+    return WireError(_friendly(match["message"]), path)
+
+
+def decode_json(decoder: msgspec.json.Decoder, body: bytes, prefix: str = "$") -> Any:
+    try:
+        return decoder.decode(body)
+    except msgspec.MsgspecError as error:
+        raise wire_error(error, prefix) from None
+
+
+def required(value, path: str):
+    if value is None:
+        raise WireError("missing: the body must carry this object (is the verb mapped to the right path?)", path)
+    return value

@@ -1,0 +1,68 @@
+"""Quantities, Resources, Counts and the session envs."""
+
+import pytest
+
+from policy_extender.wire.quantity import parse_quantity
+from policy_extender.wire.resources import Counts, Resources
+from policy_extender.wire.session import NO_SESSION, Allocation, SessionView, Tally
+
+
+@pytest.mark.parametrize("text,value", [
+    ("1", 1), ("0", 0), ("500m", 0.5), ("63500m", 63.5), ("2", 2), ("1.5", 1.5), (".5", 0.5),
+    ("4Gi", 4 * 2**30), ("534399804Ki", 534399804 * 1024), ("1.5Gi", 1.5 * 2**30),
+    ("1k", 1000), ("2M", 2 * 10**6), ("3G", 3 * 10**9), ("1T", 10**12), ("1Ti", 2**40),
+    ("1e3", 1000), ("1.5E3", 1500), ("100u", 0.0001), ("5n", 5e-9), ("-2", -2), ("+3", 3),
+    ("1E", 10**18), ("1Ei", 2**60), (7, 7), (2.5, 2.5),
+])
+def test_parse_quantity(text, value):
+    assert parse_quantity(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["", "Gi", "1 Gi", "1gi", "lots", "1.2.3", "1Kii", "0x10", True])
+def test_parse_quantity_refuses_garbage(text):
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+def test_whole_quantities_are_ints():
+    assert isinstance(parse_quantity("4Gi"), int) and isinstance(parse_quantity("2000m"), int)
+
+
+def test_resources_from_wire_are_whole_units():
+    r = Resources.from_wire({"MilliCPU": 2500, "Memory": 1024, "MaxTaskNum": 110,
+                             "ScalarResources": {"nvidia.com/gpu": 2000, "pods": 110, "nvidia.com/gpumem": 81920000}})
+    assert (r.cpu, r.memory, r.gpu, r.pods) == (2.5, 1024, 2, 110)
+    assert r["nvidia.com/gpumem"] == 81920 and r["gpu"] == 2 and r["hugepages-2Mi"] == 0
+    assert r.ephemeral_storage == 0
+
+
+def test_resources_from_quantities_and_empty():
+    r = Resources.from_quantities({"cpu": "500m", "memory": "4Gi", "nvidia.com/gpu": "8", "x": None})
+    assert (r.cpu, r.memory, r.gpu, r["x"]) == (0.5, 4 * 2**30, 8, 0)
+    assert Resources.from_wire(None).cpu == 0 and Resources.from_quantities(None).gpu == 0
+    assert Resources({"cpu": 0}) == Resources()
+
+
+def test_counts_from_allocations_sum_tasks_and_resources():
+    allocs = [("t1", "j1", "q", "n1", {"cpu": 2, "nvidia.com/gpu": 1}),
+              Allocation("t2", "j1", "q", "n2", {"cpu": 1.5, "memory": 10})]
+    c = Counts.from_allocations(allocs)
+    assert (c.tasks, c.cpu, c.gpu, c.memory) == (2, 3.5, 1, 10)
+    assert Counts.from_allocations([]) == Counts()
+
+
+def test_tally_groups_by_job_queue_and_node():
+    tally = Tally([("t1", "j1", "q1", "n1", {"gpu": 1}), ("t2", "j2", "q1", "n1", {"gpu": 2}),
+                   ("t3", "j2", "q2", "n2", {"gpu": 4})])
+    view = tally.session_view("j2", "q1", "n1")
+    assert view.open and view.allocated.gpu == 7 and view.allocated.tasks == 3
+    assert (view.job.gpu, view.queue.gpu, view.node.gpu) == (6, 3, 3)
+    assert view.queues["q2"].tasks == 1 and view.nodes.get("n9") is None
+    assert tally.session_view("nope", None, None).job == Counts()
+
+
+def test_no_session_env():
+    assert NO_SESSION.open is False and NO_SESSION.job("x") is None and NO_SESSION.queue("q") is None
+    view = NO_SESSION.session_view("j", "q", "n")
+    assert isinstance(view, SessionView) and view.open is False
+    assert view.allocated.tasks == 0 and view.node.gpu == 0 and view.queues == {}

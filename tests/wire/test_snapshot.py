@@ -1,0 +1,82 @@
+"""onSessionOpen pruned to msgpack and back; allocations from allocate events."""
+
+import json
+
+from policy_extender.wire import snapshot
+from policy_extender.wire.decode import decode_allocation, decode_task_event
+from policy_extender.wire.session import SnapshotEnv
+
+from .conftest import sample
+
+JOB_002 = "ml/job-002-8379799c-38b5-481a-ad2d-f76627ecc4bd"
+
+
+def test_snapshot_is_much_smaller_than_the_body(full):
+    body = sample("onSessionOpen")
+    data = snapshot.from_open_body(body, full)
+    assert len(data) * 10 < len(body)
+    assert len(snapshot.from_open_body(body, {})) < len(data)
+
+
+def test_snapshot_round_trip_gives_jobs_and_queues(full):
+    loaded = snapshot.load_snapshot(snapshot.from_open_body(sample("onSessionOpen"), full))
+    sent = json.loads(sample("onSessionOpen"))
+    assert set(loaded.jobs) == set(sent["Jobs"])
+    assert set(loaded.queues) == {q["Name"] for q in sent["Queues"].values()}
+    job = loaded.job(JOB_002)
+    assert job.min_available == 3 and job.queue_name == "restricted"
+    assert job.queue.name == "restricted" and job.queue.capability.cpu == 64
+    assert job.queue.capability.memory == 256 * 2**30
+    assert loaded.queue("gpu-batch").capability.gpu == 32
+    assert loaded.queue("gpu-batch").weight == 4
+
+
+def test_snapshot_loaded_equals_decoded_directly(full):
+    body = sample("onSessionOpen")
+    direct = snapshot.decode_session_open(body, full)
+    loaded = snapshot.load_snapshot(snapshot.from_open_body(body, full))
+    for uid, job in direct.jobs.items():
+        other = loaded.jobs[uid]
+        assert (job.min_resources, job.ready_tasks, job.pending_tasks, job.phase, job.labels) == \
+               (other.min_resources, other.ready_tasks, other.pending_tasks, other.phase, other.labels)
+        assert [t.requests for t in job.tasks] == [t.requests for t in other.tasks]
+
+
+def test_snapshot_pruned_to_minimal_reads_keeps_identity_only():
+    loaded = snapshot.load_snapshot(snapshot.from_open_body(sample("onSessionOpen"), {}))
+    job = loaded.job(JOB_002)
+    assert job.queue_name == "restricted" and job.min_available == 0 and job.tasks == []
+
+
+def test_task_job_and_queue_resolve_through_the_env(full):
+    env = SnapshotEnv(*_jobs_queues(full))
+    task = decode_task_event(sample("allocateFunc"), full, env).task
+    assert task.job.uid == JOB_002 and task.job.min_available == 3
+    assert task.queue.name == "restricted" and task.job.queue.name == "restricted"
+
+
+def _jobs_queues(reads):
+    loaded = snapshot.decode_session_open(sample("onSessionOpen"), reads)
+    return loaded.jobs, loaded.queues
+
+
+def test_allocation_from_task_is_whole_units(full):
+    task = decode_task_event(sample("allocateFunc"), full).task
+    found = snapshot.allocation_from_task(task)
+    assert found.task_uid == task.uid and found.job_uid == JOB_002 and found.node_name == "node-0000"
+    assert found.resources == {"cpu": 2, "memory": 8 * 2**30, "nvidia.com/gpu": 2, "pods": 1}
+
+
+def test_decode_allocation_finds_the_queue_in_the_snapshot(full):
+    loaded = snapshot.decode_session_open(sample("onSessionOpen"), full)
+    allocation = decode_allocation(sample("allocateFunc"), full, loaded)
+    assert allocation.queue_name == "restricted"
+    env = SnapshotEnv(loaded.jobs, loaded.queues, [allocation])
+    view = env.session_view(JOB_002, "restricted", "node-0000")
+    assert view.open and view.allocated.tasks == 1 and view.queue.gpu == 2 and view.node.cpu == 2
+    assert view.queues["restricted"].memory == 8 * 2**30 and view.jobs[JOB_002].tasks == 1
+
+
+def test_null_jobs_and_queues_make_an_empty_snapshot(full):
+    loaded = snapshot.load_snapshot(snapshot.from_open_body(b'{"Jobs": null, "Queues": null, "Nodes": {}}', full))
+    assert loaded.jobs == {} and loaded.queues == {} and loaded.job("x") is None

@@ -1,0 +1,55 @@
+"""Views expose exactly the schema's fields, with the promised value types."""
+
+import pytest
+
+from policy_extender import schema
+from policy_extender.wire.decode import decode_job, decode_predicate, decode_queue
+from policy_extender.wire.views import VIEW_TYPES
+
+from .conftest import sample
+
+
+def _public(cls):
+    return {n for c in cls.__mro__ for n in vars(c) if not n.startswith("_") and isinstance(vars(c)[n], property)} | \
+        {n for c in cls.__mro__ for n in getattr(c, "__slots__", ()) if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("type_name", sorted(schema.TYPES))
+def test_view_attributes_are_the_schema_fields(type_name):
+    exposed = _public(VIEW_TYPES[type_name]) - {"raw", "env"}
+    assert exposed == set(schema.TYPES[type_name]), type_name
+
+
+def _views(full):
+    request = decode_predicate(sample("predicate"), full)
+    return {"task": request.task, "node": request.node,
+            "job": decode_job(sample("jobReady"), full).job,
+            "queue": decode_queue(sample("queueOverused"), full).queue}
+
+
+NEVER_NULL = {"number": (int, float), "bool": bool}
+
+
+def test_field_values_have_their_schema_types(full):
+    from policy_extender.wire.resources import Counts, Resources
+    for type_name, view in _views(full).items():
+        for name, f in schema.TYPES[type_name].items():
+            value = getattr(view, name)
+            if f.type in NEVER_NULL:
+                assert isinstance(value, NEVER_NULL[f.type]) and not (f.type == "number" and isinstance(value, bool)), (type_name, name)
+            elif f.type.startswith("map["):
+                assert isinstance(value, dict), (type_name, name)
+            elif f.type.startswith("list["):
+                assert isinstance(value, list), (type_name, name)
+            elif f.type == "resources":
+                assert isinstance(value, Resources), (type_name, name)
+            elif f.type == "string":
+                assert value is None or isinstance(value, str), (type_name, name)
+
+
+def test_views_convert_lazily_and_share_the_raw_struct(full):
+    node = decode_predicate(sample("predicate"), full).node
+    assert node.idle is not node.idle              # computed on access, nothing stored
+    assert not hasattr(node, "__dict__")          # __slots__ only
+    other = node.with_env(object())
+    assert other.raw is node.raw
