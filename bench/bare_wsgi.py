@@ -1,0 +1,44 @@
+"""The HTTP floor: a bare WSGI app that reads the whole body and returns each verb's constant
+neutral answer. Served under the same gunicorn settings as the service (``bench.server``), its
+requests/s are the most any Python extender can do on this machine and this gunicorn config.
+"""
+
+from __future__ import annotations
+
+NEUTRAL_ANSWERS: dict[str, bytes] = {
+    "onSessionOpen": b"{}",
+    "onSessionClose": b"{}",
+    "predicate": b'{"status":"","code":0}',
+    "prioritize": b'{"nodeScore":{},"errorMessage":""}',
+    "preemptable": b'{"status":0,"victims":null}',
+    "reclaimable": b'{"status":0,"victims":null}',
+    "jobEnqueueable": b'{"status":0}',
+    "jobEnqueued": b"{}",
+    "queueOverused": b'{"overused":false}',
+    "jobReady": b'{"status":true}',
+    "allocateFunc": b'{"errorMessage":""}',
+    "deallocateFunc": b'{"errorMessage":""}',
+}
+ROUTES = {f"/{verb}": answer for verb, answer in NEUTRAL_ANSWERS.items()}
+CHUNK = 1 << 20
+
+
+def read_body(environ: dict) -> int:
+    """Reads and discards the body; returns its size (the service must read it too)."""
+    stream, left = environ["wsgi.input"], int(environ.get("CONTENT_LENGTH") or 0)
+    while left > 0:
+        chunk = stream.read(min(left, CHUNK))
+        if not chunk:
+            break
+        left -= len(chunk)
+    return int(environ.get("CONTENT_LENGTH") or 0) - left
+
+
+def app(environ: dict, start_response):
+    answer = ROUTES.get(environ.get("PATH_INFO", ""))
+    read_body(environ)
+    if answer is None:
+        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
+        return [b"not found"]
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
+    return [answer]

@@ -1,0 +1,176 @@
+"""Start a server under test in its own process group and read its processes' CPU and memory.
+
+Three kinds of server, all under the service's own gunicorn settings
+(``policy_extender.gunicorn_conf.settings``: gthread workers, keep-alive, same workers/threads):
+
+* ``bare``: ``bench.bare_wsgi:app`` (the HTTP floor);
+* ``handwritten`` / ``handwritten-wsgi``: ``bench.handwritten`` as Flask / as plain WSGI;
+* ``service``: the real ``policy-extender serve`` on ``bench/policies``.
+
+``python -m bench.server MODULE:APP --bind HOST:PORT --workers N --threads T`` is the launcher
+for the first two (gunicorn with the service's settings and another app).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.load import Connection
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY_DIR = Path(__file__).resolve().parent / "policies"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+APPS = {"bare": "bench.bare_wsgi:app", "handwritten": "bench.handwritten:app", "handwritten-wsgi": "bench.handwritten:wsgi_app"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def command(kind: str, port: int, workers: int, threads: int) -> list[str]:
+    bind = f"127.0.0.1:{port}"
+    if kind == "service":
+        return [sys.executable, "-m", "policy_extender", "serve", "--bind", bind, "--workers", str(workers), "--threads", str(threads),
+                "--policy-dirs", str(POLICY_DIR), "--reload-interval", "0", "--log-level", "warning"]
+    return [sys.executable, "-m", "bench.server", APPS[kind], "--bind", bind, "--workers", str(workers), "--threads", str(threads)]
+
+
+class Server:
+    """A running server: ``with Server("bare") as s: drive(s.host, s.port, ...)``."""
+
+    def __init__(self, kind: str, workers: int = 2, threads: int = 4):
+        self.kind, self.workers, self.threads = kind, workers, threads
+        self.host, self.port = "127.0.0.1", free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Server":
+        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(command(self.kind, self.port, self.workers, self.threads), cwd=ROOT, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True)
+        self._wait_ready()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} server exited with {self.proc.returncode}:\n{self.stderr_tail()}")
+            try:
+                status, _ = Connection(self.host, self.port, timeout=2).request("/onSessionClose", b"{}")
+                if status == 200 and len(self.worker_pids()) == self.workers:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{self.kind} server did not answer on {self.host}:{self.port} within {timeout} s")
+
+    # --- processes -------------------------------------------------------------------------
+
+    def worker_pids(self) -> list[int]:
+        return children(self.proc.pid)
+
+    def cpu_seconds(self) -> float:
+        """CPU (user + system) used so far by the master and its workers."""
+        return sum(process_cpu(pid) for pid in [self.proc.pid, *self.worker_pids()])
+
+    def stderr_tail(self, size: int = 3000) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-size:]
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return sorted(set(found))
+
+
+def process_cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def status_kb(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Resets VmHWM to the current RSS (Linux ``clear_refs`` 5); False where not allowed."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+# --- the launcher: gunicorn with the service's settings and another app ----------------------
+
+def gunicorn_settings(bind: str, workers: int, threads: int) -> dict:
+    from policy_extender.config import Config
+    from policy_extender.gunicorn_conf import settings
+    chosen = settings(Config(bind=bind, workers=workers, threads=threads, log_level="warning"))
+    return {k: v for k, v in chosen.items() if k not in ("on_starting", "child_exit", "post_worker_init")}
+
+
+def serve(app_spec: str, bind: str, workers: int, threads: int) -> None:
+    from gunicorn.app.base import BaseApplication
+
+    module_name, _, attr = app_spec.partition(":")
+
+    class Launcher(BaseApplication):
+        def load_config(self) -> None:
+            for name, value in gunicorn_settings(bind, workers, threads).items():
+                self.cfg.set(name, value)
+
+        def load(self):
+            return getattr(importlib.import_module(module_name), attr)
+
+    Launcher().run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.server", description=__doc__.splitlines()[0])
+    parser.add_argument("app", help="MODULE:ATTRIBUTE of a WSGI app")
+    parser.add_argument("--bind", default="127.0.0.1:8714")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=4)
+    args = parser.parse_args(argv)
+    serve(args.app, args.bind, args.workers, args.threads)
+
+
+if __name__ == "__main__":
+    main()
