@@ -6,14 +6,12 @@ See docs/architecture.md ("SessionStore", "Env"). Import ``RedisStore`` from
 
 from policy_extender.session.allocation import Allocation, AllocationRecord, decode_allocation, encode_allocation
 from policy_extender.session.cache import SessionCache
-from policy_extender.session.counts import CycleCounts, CycleSessionView, CycleTotals
-from policy_extender.session.env import NO_SESSION, NoSessionEnv, SessionEnv
+from policy_extender.session.env import SessionEnv
 from policy_extender.session.sqlite import SqliteStore, default_path
 from policy_extender.session.store import DEFAULT_TTL_SECONDS, Head, SessionCounts, SessionStore
 
 __all__ = [
-    "Allocation", "AllocationRecord", "CycleCounts", "CycleSessionView", "CycleTotals",
-    "DEFAULT_TTL_SECONDS", "Head", "NO_SESSION", "NoSessionEnv", "SessionCache", "SessionCounts",
-    "SessionEnv", "SessionStore", "SqliteStore", "decode_allocation", "default_path",
+    "Allocation", "AllocationRecord", "DEFAULT_TTL_SECONDS", "Head", "SessionCache",
+    "SessionCounts", "SessionEnv", "SessionStore", "SqliteStore", "decode_allocation", "default_path",
     "encode_allocation",
 ]

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy_extender.session.allocation import Allocation
-from policy_extender.session.counts import session_view, total
-from policy_extender.session.env import (
-    NO_SESSION, SessionEnv, SessionViewFactory, Snapshot, queue_name_of)
+from policy_extender.session.allocation import Allocation, decode_allocation
+from policy_extender.session.counts import tally
+from policy_extender.session.env import SessionEnv, Snapshot, queue_name_of
 from policy_extender.session.store import Head, SessionStore
+from policy_extender.wire.session import NO_SESSION
 
 
 @dataclass
@@ -39,15 +39,16 @@ class _Cached:
 class SessionCache:
     """The current session of ``store`` as an ``Env`` (see the module docstring)."""
 
-    def __init__(self, store: SessionStore, decode_snapshot: Callable[[bytes], Snapshot],
-                 decode_allocation: Callable[[bytes], Allocation], *,
-                 no_session: Any = NO_SESSION,
-                 make_session_view: SessionViewFactory = session_view) -> None:
+    def __init__(self, store: SessionStore,
+                 decode_snapshot: Callable[[bytes], Snapshot] | None = None,
+                 decode_allocation: Callable[[bytes], Allocation] = decode_allocation,
+                 *, no_session: Any = NO_SESSION) -> None:
+        """``decode_snapshot`` defaults to ``wire.snapshot.load_snapshot``, ``decode_allocation``
+        to the ``AllocationRecord`` codec the allocate handler writes with."""
         self.store = store
-        self._decode_snapshot = decode_snapshot
+        self._decode_snapshot = decode_snapshot or _wire_snapshot_decoder()
         self._decode_allocation = decode_allocation
         self._no_session = no_session
-        self._make_session_view = make_session_view
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
         self.counts = CacheCounts()
@@ -89,8 +90,8 @@ class SessionCache:
         decoded: dict[bytes, Allocation] = {}
         allocations = [self._decode(record, previously, decoded)
                        for record in self.store.allocations(head.session_id)]
-        totals = total(allocations, lambda job_uid: queue_name_of(snapshot, job_uid))
-        return _Cached(SessionEnv(head, snapshot, totals, self._make_session_view), decoded)
+        counters = tally(allocations, lambda job_uid: queue_name_of(snapshot, job_uid))
+        return _Cached(SessionEnv(head, snapshot, counters), decoded)
 
     def _decode(self, record: bytes, previously: dict[bytes, Allocation],
                 decoded: dict[bytes, Allocation]) -> Allocation:
@@ -109,3 +110,8 @@ def _is_fresh(cached: _Cached, head: Head) -> bool:
     """The cached env is of ``head``'s session and at least as new as ``head``."""
     mine = cached.env.head
     return mine.session_id == head.session_id and mine.seq >= head.seq
+
+
+def _wire_snapshot_decoder() -> Callable[[bytes], Snapshot]:
+    from policy_extender.wire.snapshot import load_snapshot
+    return load_snapshot

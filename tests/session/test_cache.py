@@ -3,6 +3,7 @@ new seq; exact counters per queue, job and node; safe under concurrent threads."
 
 from __future__ import annotations
 
+import json
 import threading
 
 from policy_extender.session import SessionCache, decode_allocation, encode_allocation
@@ -62,7 +63,7 @@ def test_identical_records_of_two_tasks_count_twice(make_store):
     same = encode_allocation(AllocationRecord("", "job-0", "node-a", {GPU: 1.0}))
     store.allocate(session_id, "a", same)
     store.allocate(session_id, "b", same)
-    assert cache_of(store).env().totals.allocated.gpu == 2
+    assert cache_of(store).env().tally.total.gpu == 2
 
 
 def test_snapshot_decoded_once_per_session_and_counters_once_per_seq(make_store):
@@ -75,9 +76,9 @@ def test_snapshot_decoded_once_per_session_and_counters_once_per_seq(make_store)
     store.allocate(session_id, "a", allocation("a"))
     store.allocate(session_id, "b", allocation("b"))
     for _ in range(5):
-        assert cache.env().totals.allocated.tasks == 2
+        assert cache.env().tally.total.tasks == 2
     store.allocate(session_id, "c", allocation("c"))
-    assert cache.env().totals.allocated.tasks == 3
+    assert cache.env().tally.total.tasks == 3
     assert (cache.counts.snapshot_loads, cache.counts.allocation_loads) == (1, 3)
     assert cache.counts.records_decoded == 3  # a and b were not decoded again for c
 
@@ -87,11 +88,11 @@ def test_a_new_session_reloads_the_snapshot_and_resets_the_counters(make_store):
     cache = cache_of(store)
     first = store.open(encode_snapshot({"job-0": "queue-0"}), "v1", SOURCES)
     store.allocate(first, "a", allocation("a"))
-    assert cache.env().totals.allocated.tasks == 1
+    assert cache.env().tally.total.tasks == 1
     store.open(encode_snapshot({"job-0": "queue-9"}), "v2", SOURCES)
     env = cache.env()
     assert env.head.policy_version == "v2" and env.job("job-0").queue_name == "queue-9"
-    assert env.totals.allocated.tasks == 0
+    assert env.tally.total.tasks == 0
     assert cache.counts.snapshot_loads == 2
     store.close()
     assert cache.env().open is False
@@ -103,8 +104,8 @@ def test_an_env_taken_by_a_request_does_not_change_under_it(make_store):
     session_id = store.open(encode_snapshot(), "v1", SOURCES)
     taken = cache.env()
     store.allocate(session_id, "a", allocation("a"))
-    assert taken.totals.allocated.tasks == 0
-    assert cache.env().totals.allocated.tasks == 1
+    assert taken.tally.total.tasks == 0
+    assert cache.env().tally.total.tasks == 1
 
 
 def test_threads_share_one_cache_while_events_arrive(make_store):
@@ -116,7 +117,7 @@ def test_threads_share_one_cache_while_events_arrive(make_store):
     def read() -> None:
         last = 0
         while not done.is_set():
-            tasks = cache.env().totals.allocated.tasks
+            tasks = cache.env().tally.total.tasks
             if tasks < last:
                 failures.append((last, tasks))  # counters went backwards
             last = tasks
@@ -130,5 +131,23 @@ def test_threads_share_one_cache_while_events_arrive(make_store):
     for reader in readers:
         reader.join()
     assert failures == []
-    assert cache.env().totals.allocated.tasks == 200
+    assert cache.env().tally.total.tasks == 200
     assert cache.counts.snapshot_loads == 1
+
+
+def test_the_default_decoders_read_what_the_service_writes(make_store):
+    """The onSessionOpen handler stores ``wire.snapshot.from_open_body`` bytes and the allocate
+    handler ``AllocationRecord``s; a cache built with no decoders reads both."""
+    from policy_extender.wire.snapshot import from_open_body
+    body = json.dumps({
+        "Jobs": {"j1": {"UID": "j1", "Name": "train", "Namespace": "ml", "Queue": "gpu-q",
+                        "MinAvailable": 2, "PodGroup": None}},
+        "Queues": {"gpu-q": {"UID": "gpu-q", "Name": "gpu-q", "Weight": 3, "Queue": None}},
+        "Nodes": {}, "NamespaceInfo": {}, "RevocableNodes": {}}).encode()
+    store = make_store()
+    session_id = store.open(from_open_body(body), "v1", SOURCES)
+    store.allocate(session_id, "t1", allocation("t1", "j1", "node-a", gpus=2))
+    env = SessionCache(store).env()
+    assert env.job("j1").queue_name == "gpu-q" and env.queue("gpu-q").name == "gpu-q"
+    view = env.session_view("j1", None, "node-a")
+    assert (view.queue.gpu, view.job.tasks, view.node.cpu) == (2, 1, 2)
