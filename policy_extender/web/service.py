@@ -90,6 +90,7 @@ class Service:
 
 
 def _session_cache(sessions: Any) -> Any:
+    """This worker's cache of the shared session (snapshot bytes -> views, records -> counts)."""
     from policy_extender.session.cache import SessionCache
     return SessionCache(sessions)
 

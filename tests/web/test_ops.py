@@ -1,0 +1,49 @@
+"""Ops routes: /healthz, /readyz, /status, /metrics; not counted as verbs."""
+
+from __future__ import annotations
+
+import os
+
+from tests.web.conftest import post
+
+
+def test_healthz_and_readyz_with_a_good_policy_set(client):
+    assert client.get("/healthz").get_json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.get_json()["status"] == "ready"
+
+
+def test_readyz_is_503_with_the_errors_until_the_policies_load(make_app):
+    app = make_app({"a.policy": "filter (((\n"})
+    response = app.test_client().get("/readyz")
+    assert response.status_code == 503
+    assert response.get_json()["errors"][0].startswith("a.policy:1:")
+
+
+def test_status_reports_policy_version_files_and_session_head(app):
+    client = app.test_client()
+    status = client.get("/status").get_json()
+    assert len(status["policy_version"]) == 16 and status["loaded_at"] > 0
+    assert [os.path.basename(f) for f in status["files"]] == ["gang.policy", "zone.policy"]
+    assert status["session"] is None and status["pid"] == os.getpid()
+    post(client, "onSessionOpen")
+    post(client, "allocateFunc")
+    session = client.get("/status").get_json()["session"]
+    assert session["policy_version"] == status["policy_version"] and session["seq"] == 1
+
+
+def test_request_finished_callbacks_see_verbs_only(app):
+    seen = []
+    app.extensions["policy_extender"].on_request_finished(seen.append)
+    client = app.test_client()
+    client.get("/healthz")
+    post(client, "predicate")
+    post(client, "predicate", b"[")
+    assert [(r.verb, r.status) for r in seen] == [("predicate", 200), ("predicate", 400)]
+    assert seen[0].body_bytes == len(post.__globals__["sample"]("predicate")) and seen[0].seconds > 0
+
+
+def test_metrics_count_verb_calls(client):
+    post(client, "predicate")
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'policy_extender_requests_total{code="200",verb="predicate"}' in text
