@@ -73,8 +73,6 @@ class Guarantee(msgspec.Struct, **_STRUCT_OPTIONS):
 
 StrMap = dict[str, str | None]
 
-_RESOURCES = {path: Resource for path in [("Resreq",), ("InitResreq",)]}
-
 #: Go types of the leaves the schema reads, per object type, by wire path.
 LEAF_TYPES: dict[str, dict[WirePath, Any]] = {
     "task": {

@@ -31,7 +31,7 @@ NEVER_NULL = {"number": (int, float), "bool": bool}
 
 
 def test_field_values_have_their_schema_types(full):
-    from policy_extender.wire.resources import Counts, Resources
+    from policy_extender.wire.resources import Resources
     for type_name, view in _views(full).items():
         for name, f in schema.TYPES[type_name].items():
             value = getattr(view, name)
