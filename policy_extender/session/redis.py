@@ -32,7 +32,7 @@ local function end_current(prefix, how)
   if not old then return end
   if redis.call('EXISTS', KEYS[1]) == 0 then how = 'expired' end
   redis.call('HINCRBY', KEYS[3], how, 1)
-  redis.call('DEL', KEYS[1], KEYS[2], prefix .. 'snapshot:' .. old, prefix .. 'alloc:' .. old)
+  redis.call('UNLINK', KEYS[1], KEYS[2], prefix .. 'snapshot:' .. old, prefix .. 'alloc:' .. old)
 end
 """
 

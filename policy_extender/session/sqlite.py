@@ -80,9 +80,8 @@ class SqliteStore:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_seconds,
                                isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.executescript(_SCHEMA)
+        _retry_while_locked(lambda: _prepare(conn), self.busy_timeout_seconds)
         return conn
 
     @contextmanager
@@ -176,6 +175,26 @@ class SqliteStore:
             if removed:
                 _bump_if_current(conn, session_id)
             return True
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL (once per file) and create the tables if missing."""
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.executescript(_SCHEMA)
+
+
+def _retry_while_locked(step, timeout_seconds: float) -> None:
+    """Run ``step`` until it does not fail with "database is locked". Needed when many workers
+    open a fresh file at once: switching the journal mode does not wait on the busy timeout."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _is_current(conn: sqlite3.Connection, session_id: str) -> bool:

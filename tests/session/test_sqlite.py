@@ -1,0 +1,62 @@
+"""SqliteStore specifics: where the file goes, WAL mode, and many workers starting at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+
+import pytest
+
+from policy_extender.session.factory import open_store
+from policy_extender.session.redis import RedisStore
+from policy_extender.session.sqlite import DEFAULT_FILE_NAME, SqliteStore, default_path
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="this host has no /dev/shm")
+def test_the_default_file_is_on_tmpfs():
+    assert default_path() == os.path.join("/dev/shm", DEFAULT_FILE_NAME)
+
+
+def test_the_file_is_in_wal_mode(tmp_path):
+    path = str(tmp_path / "s.sqlite3")
+    SqliteStore(path).head()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def _start_and_write(path: str, index: int, results) -> None:
+    try:
+        store = SqliteStore(path)
+        head = store.head()
+        if head is not None:
+            store.allocate(head.session_id, f"task-{index}", b"r")
+        results.put(None)
+    except Exception as exc:  # reported to the parent
+        results.put(repr(exc))
+
+
+def test_many_workers_starting_on_a_fresh_file_all_succeed(tmp_path):
+    """Switching a fresh file to WAL does not wait on the busy timeout; 16 workers racing to
+    do it once failed with "database is locked" now and then."""
+    context = multiprocessing.get_context("fork")
+    for attempt in range(3):
+        path, results = str(tmp_path / f"fresh-{attempt}.sqlite3"), context.Queue()
+        workers = [context.Process(target=_start_and_write, args=(path, n, results)) for n in range(16)]
+        for worker in workers:
+            worker.start()
+        errors = [results.get(timeout=60) for _ in workers]
+        for worker in workers:
+            worker.join()
+        assert [error for error in errors if error] == []
+
+
+@pytest.mark.parametrize("spec,kind", [("sqlite:", SqliteStore), ("sqlite:/tmp/x.sqlite3", SqliteStore),
+                                       ("redis://127.0.0.1:1/0", RedisStore)])
+def test_the_setting_names_the_store(spec, kind):
+    store = open_store(spec, ttl_seconds=7)
+    assert isinstance(store, kind) and store.ttl_seconds == 7
+
+
+def test_an_unknown_setting_says_what_is_expected():
+    with pytest.raises(ValueError, match="expected `sqlite:PATH`"):
+        open_store("memcached://x")
