@@ -215,6 +215,9 @@ class Builder(Transformer):
     def rule(self, meta, children):
         kind, name, expr, *mods = children
         name_span = self.loc.of_token(name) if name is not None else self.loc.of_token(kind)
+        if name is not None:  # without its colon
+            name_span = Span(name_span.file, name_span.line, name_span.column, name_span.end_line,
+                             name_span.end_column - 1)
         rule_name = str(name)[:-1] if name is not None else None
         return ast.Rule(str(kind), rule_name, name_span, expr, tuple(mods), self._span(meta))
 

@@ -1,0 +1,537 @@
+"""check: resolve every name, type every expression, validate rule structure; collect ALL errors.
+
+The result (``Checked``) is what the compiler needs: the rules with their guards and modifiers,
+the type of every expression node, what every ``Name`` refers to, the aggregate variable slots,
+and the Go wire paths each root object type must be decoded with (``reads``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from policy_extender import schema
+from policy_extender.errors import Diagnostic, PolicyError, Span
+from policy_extender.lang import ast, types
+from policy_extender.lang.builtins import BUILTINS, RefusedLiteral
+from policy_extender.lang.parser import Locator, parse_expression
+
+ALL_ROOTS = {name: t for roots in schema.DECISION_ROOTS.values() for name, t in roots.items()}
+WIRE_ROOTS = ("task", "node", "job", "queue")
+BOOL_KINDS = frozenset(schema.DECISION_ROOTS) - {"score"}
+MODIFIER_KINDS = {
+    "when": frozenset(schema.DECISION_ROOTS),
+    "reason": BOOL_KINDS,
+    "unresolvable": frozenset({"filter"}),
+    "weight": frozenset({"score"}),
+    "normalize": frozenset({"score"}),
+    "permit": frozenset({"enqueue"}),
+}
+_STRING_MAPS = ("labels", "annotations", "node_selector", "conditions")
+
+
+class Typed(NamedTuple):
+    type: str
+    origin: tuple[str, tuple[str, ...]] | None = None  # (wire root, path prefix) of this value
+
+
+@dataclass
+class CheckedRule:
+    rule: ast.Rule
+    name: str
+    kind: str
+    file: str
+    guards: list  # expressions that must all be true for the rule to apply (file guard first)
+    reason: ast.Template | None = None
+    unresolvable: bool = False
+    weight: float = 1
+    normalize: tuple[float, float] | None = None
+    permit: bool = False
+
+
+@dataclass
+class Checked:
+    rules: list[CheckedRule]
+    types: dict[int, str]
+    names: dict[int, tuple]  # id(Name) -> ("root", name) | ("let", Let) | ("short", Expr) | ("var", slot)
+    slots: dict[int, int]    # id(Aggregate) -> variable slot
+    prepared: dict[int, object]  # id(literal argument) -> prepared value (compiled regex)
+    reads: dict[str, frozenset]
+    sources: dict[str, str]
+
+
+@dataclass
+class Scope:
+    kind: str | None              # rule kind, None when checking a let or guard on its own
+    lets: dict[str, ast.Let]
+    vars: dict[str, tuple[Typed, int]] = field(default_factory=dict)
+    shorthand: str | None = None  # the shorthand being expanded, for messages
+
+    def with_var(self, name: str, typed: Typed, slot: int) -> "Scope":
+        return Scope(self.kind, self.lets, {**self.vars, name: (typed, slot)}, self.shorthand)
+
+
+def check(files: list[ast.PolicyFile]) -> Checked:
+    """Check a whole policy set; raises ``PolicyError`` with every problem found."""
+    return Checker(files).run()
+
+
+class Checker:
+    def __init__(self, files: list[ast.PolicyFile]):
+        self.files = files
+        self.sources = {f.name: f.source for f in files}
+        self.diagnostics: dict[tuple, Diagnostic] = {}
+        self.types: dict[int, str] = {}
+        self.names: dict[int, tuple] = {}
+        self.slots: dict[int, int] = {}
+        self.prepared: dict[int, object] = {}
+        self.reads: dict[str, set] = {r: set(schema.ALWAYS_READ.get(r, ())) for r in WIRE_ROOTS}
+        self.rule_names: dict[str, Span] = {}
+        self.let_types: dict[tuple, Typed] = {}
+
+    def run(self) -> Checked:
+        rules = [r for f in self.files for r in self.check_file(f)]
+        if self.diagnostics:
+            raise PolicyError(list(self.diagnostics.values()), self.sources)
+        reads = {k: frozenset(v) for k, v in self.reads.items()}
+        return Checked(rules, self.types, self.names, self.slots, self.prepared, reads, self.sources)
+
+    def error(self, code: str, message: str, span: Span, hint: str | None = None) -> Typed:
+        self.diagnostics.setdefault((code, span, message), Diagnostic(code, message, span, hint))
+        return Typed("any")
+
+    # --- statements ------------------------------------------------------------------------------
+
+    def check_file(self, file: ast.PolicyFile) -> list[CheckedRule]:
+        lets: dict[str, ast.Let] = {}
+        guard: ast.Guard | None = None
+        rules: list[CheckedRule] = []
+        for statement in file.statements:
+            if isinstance(statement, ast.Let):
+                self.check_let(statement, lets)
+            elif isinstance(statement, ast.Guard):
+                guard = self.check_guard(statement, guard, rules, lets)
+            else:
+                rules.append(self.check_rule(file, statement, guard, dict(lets)))
+        return rules
+
+    def check_let(self, let: ast.Let, lets: dict[str, ast.Let]) -> None:
+        if let.name in lets:
+            self.error("E204", f"'{let.name}' is already defined at line {lets[let.name].span.line}", let.span,
+                       "give the binding another name")
+        elif let.name in ALL_ROOTS or let.name in schema.SHORTHANDS:
+            what = "context root" if let.name in ALL_ROOTS else "shorthand"
+            self.error("E204", f"let '{let.name}' would hide the {what} '{let.name}'", let.span,
+                       "give the binding another name")
+        self.expr(let.expr, Scope(None, dict(lets)))
+        lets[let.name] = let
+
+    def check_guard(self, guard, previous, rules, lets) -> ast.Guard:
+        if previous is not None:
+            self.error("E405", f"a file has one guard; this file already has one at line {previous.span.line}",
+                       guard.span, "combine the conditions with 'and'")
+        elif rules:
+            self.error("E405", "the file guard must come before the first rule", guard.span,
+                       "move the 'when' line to the top of the file")
+        self.condition(guard.expr, Scope(None, dict(lets)), "the file guard")
+        return guard
+
+    def check_rule(self, file, rule: ast.Rule, guard, lets) -> CheckedRule:
+        name = rule.name or f"{file.name}:{rule.span.line}"
+        self.check_rule_name(name, rule)
+        checked = CheckedRule(rule, name, rule.kind, file.name, [])
+        scope = Scope(rule.kind, lets)
+        if guard is not None:
+            self.condition(guard.expr, scope, "the file guard")
+            checked.guards.append(guard.expr)
+        self.check_result(rule, scope)
+        seen: dict[str, ast.Modifier] = {}
+        for modifier in rule.modifiers:
+            self.check_modifier(modifier, checked, scope, seen)
+        return checked
+
+    def check_rule_name(self, name: str, rule: ast.Rule) -> None:
+        if name in self.rule_names:
+            first = self.rule_names[name]
+            self.error("E402", f"rule name '{name}' is already used at {first.file}:{first.line}",
+                       rule.name_span, "rule names are unique across all policy files")
+        else:
+            self.rule_names[name] = rule.name_span
+
+    def check_result(self, rule: ast.Rule, scope: Scope) -> None:
+        typed = self.expr(rule.expr, scope)
+        wanted = "number" if rule.kind == "score" else "bool"
+        if not types.loose(typed.type) and typed.type != wanted:
+            self.error("E305", f"a {rule.kind} rule needs {types.describe(wanted)}, this is {types.describe(typed.type)}",
+                       rule.expr.span, _result_hint(rule.kind))
+
+    def check_modifier(self, modifier: ast.Modifier, checked: CheckedRule, scope: Scope, seen: dict) -> None:
+        kind = modifier.kind
+        if checked.kind not in MODIFIER_KINDS[kind]:
+            allowed = ", ".join(sorted(MODIFIER_KINDS[kind]))
+            self.error("E403", f"'{kind}' does not apply to a {checked.kind} rule", modifier.span,
+                       f"'{kind}' is for {allowed} rules")
+            return
+        if kind in seen:
+            self.error("E404", f"'{kind}' is given twice (first at line {seen[kind].span.line})", modifier.span)
+            return
+        seen[kind] = modifier
+        getattr(self, f"modifier_{kind}")(modifier, checked, scope)
+
+    def modifier_when(self, modifier, checked, scope) -> None:
+        self.condition(modifier.value, scope, "'when'")
+        checked.guards.append(modifier.value)
+
+    def modifier_reason(self, modifier, checked, scope) -> None:
+        for part in modifier.value.parts:
+            if not isinstance(part, str):
+                self.expr(part, scope)
+        checked.reason = modifier.value
+
+    def modifier_unresolvable(self, modifier, checked, scope) -> None:
+        checked.unresolvable = True
+
+    def modifier_permit(self, modifier, checked, scope) -> None:
+        checked.permit = True
+
+    def modifier_weight(self, modifier, checked, scope) -> None:
+        checked.weight = modifier.value
+
+    def modifier_normalize(self, modifier, checked, scope) -> None:
+        low, high = modifier.value
+        if not low < high:
+            self.error("E406", f"normalize {low} to {high}: the low end must be below the high end", modifier.span)
+        checked.normalize = (low, high)
+
+    def condition(self, expr, scope: Scope, what: str) -> None:
+        typed = self.expr(expr, scope)
+        if not types.loose(typed.type) and typed.type != "bool":
+            self.error("E303", f"{what} needs a bool, this is {types.describe(typed.type)}", expr.span,
+                       "compare it, e.g. x != null or x > 0")
+
+    # --- expressions -----------------------------------------------------------------------------
+
+    def expr(self, node, scope: Scope) -> Typed:
+        typed = getattr(self, f"expr_{type(node).__name__}")(node, scope)
+        self.types[id(node)] = typed.type
+        return typed
+
+    def expr_Literal(self, node: ast.Literal, scope) -> Typed:
+        value = node.value
+        if value is None:
+            return Typed("null")
+        if isinstance(value, bool):
+            return Typed("bool")
+        return Typed("string" if isinstance(value, str) else "number")
+
+    def expr_ListLit(self, node: ast.ListLit, scope) -> Typed:
+        element = "null"
+        for item in node.items:
+            item_type = self.expr(item, scope).type
+            joined = types.unify(element, item_type)
+            if joined is None:
+                self.error("E304", f"list elements have different types: {element} and {item_type}", item.span)
+                joined = "any"
+            element = joined
+        return Typed(f"list[{'any' if element == 'null' else element}]")
+
+    def expr_Name(self, node: ast.Name, scope: Scope) -> Typed:
+        name = node.name
+        if name in scope.vars:
+            typed, slot = scope.vars[name]
+            self.names[id(node)] = ("var", slot)
+            return typed
+        if name in scope.lets:
+            return self.use_let(node, scope.lets[name], scope)
+        roots = schema.DECISION_ROOTS[scope.kind] if scope.kind else ALL_ROOTS
+        if name in roots:
+            self.names[id(node)] = ("root", name)
+            origin = (roots[name], ()) if roots[name] in WIRE_ROOTS else None
+            return Typed(roots[name], origin)
+        if name in ALL_ROOTS:
+            return self.unavailable(node, scope)
+        if name in schema.SHORTHANDS:
+            return self.use_shorthand(node, scope)
+        candidates = [*scope.vars, *scope.lets, *roots, *schema.SHORTHANDS]
+        return self.error("E202", f"unknown name '{name}'{_did_you_mean(name, candidates)}", node.span,
+                          _name_hint(scope))
+
+    def unavailable(self, node: ast.Name, scope: Scope) -> Typed:
+        roots = ", ".join(schema.DECISION_ROOTS[scope.kind])
+        via = f" ('{scope.shorthand}' reads {node.name})" if scope.shorthand else ""
+        return self.error("E401", f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,
+                          f"{scope.kind} rules can read {roots}")
+
+    def use_let(self, node: ast.Name, let: ast.Let, scope: Scope) -> Typed:
+        self.names[id(node)] = ("let", let)
+        key = (id(let), scope.kind)
+        if key not in self.let_types:
+            self.let_types[key] = Typed("any")  # a let cannot refer to itself; guard anyway
+            self.let_types[key] = self.expr(let.expr, Scope(scope.kind, _lets_before(scope.lets, let)))
+        return self.let_types[key]
+
+    def use_shorthand(self, node: ast.Name, scope: Scope) -> Typed:
+        expansion = ast.respan(_shorthand(node.name), node.span)
+        self.names[id(node)] = ("short", expansion)
+        return self.expr(expansion, Scope(scope.kind, {}, {}, node.name))
+
+    def expr_Field(self, node: ast.Field, scope) -> Typed:
+        obj = self.expr(node.obj, scope)
+        t = obj.type
+        if types.is_map(t):
+            return Typed(types.element(t))
+        if t in schema.TYPES:
+            return self.object_field(node, obj)
+        if types.loose(t):
+            return Typed("any")
+        return self.error("E301", f"{types.describe(t)} has no fields (reading '.{node.name}')", node.name_span)
+
+    def object_field(self, node: ast.Field, obj: Typed) -> Typed:
+        f = schema.field(obj.type, node.name)
+        if f is None:
+            hint = _resource_hint(node.name) if obj.type in ("resources", "counts") else None
+            return self.error("E201", f"unknown field '{node.name}' on {obj.type}"
+                              f"{_did_you_mean(node.name, schema.TYPES[obj.type])}", node.name_span, hint)
+        origin = None
+        if obj.origin is not None:
+            root, prefix = obj.origin
+            paths = [prefix + w for w in f.wire]
+            self.reads[root].update(paths)
+            if f.type in WIRE_ROOTS:
+                origin = (f.type, ())
+            elif paths and (types.element(f.type) in WIRE_ROOTS or f.type in schema.TYPES):
+                origin = (root, paths[0])
+        return Typed(f.type, origin)
+
+    def expr_Index(self, node: ast.Index, scope) -> Typed:
+        obj = self.expr(node.obj, scope)
+        key = self.expr(node.key, scope).type
+        t = obj.type
+        if types.is_map(t) or t in schema.INDEX_TYPES:
+            self.key_type(node, key, "string")
+            if t in schema.INDEX_TYPES:
+                self.resource_read(node, obj)
+                return Typed(schema.INDEX_TYPES[t])
+            return Typed(types.element(t))
+        if types.is_list(t):
+            self.key_type(node, key, "number")
+            return Typed(types.element(t), obj.origin)
+        if types.loose(t):
+            return Typed("any")
+        return self.error("E309", f"{types.describe(t)} cannot be indexed with [...]", node.span)
+
+    def key_type(self, node: ast.Index, key: str, wanted: str) -> None:
+        if not types.loose(key) and key != wanted:
+            self.error("E309", f"the key must be {types.describe(wanted)}, this is {types.describe(key)}", node.key.span)
+
+    def resource_read(self, node: ast.Index, obj: Typed) -> None:
+        if obj.origin is None:
+            return
+        root, prefix = obj.origin
+        key = node.key.value if isinstance(node.key, ast.Literal) else None
+        if not isinstance(key, str):
+            self.reads[root].add(prefix)
+            return
+        name = next((n for n, full in schema.RESOURCE_SHORTHANDS.items() if key in (n, full)), "ephemeral_storage")
+        self.reads[root].update(prefix + w for w in schema.TYPES["resources"][name].wire)
+
+    def expr_Call(self, node: ast.Call, scope) -> Typed:
+        arg_types = [self.expr(a, scope).type for a in node.args]
+        if node.func == "count" and len(node.args) == 1:
+            return self.count_list(node, arg_types[0])
+        builtin = BUILTINS.get(node.func)
+        if builtin is None:
+            return self.error("E203", f"unknown function '{node.func}'{_did_you_mean(node.func, BUILTINS)}",
+                              node.func_span, "docs/language.md lists every builtin")
+        required = len(builtin.params) - builtin.optional
+        if not required <= len(node.args) <= len(builtin.params):
+            wanted = f"{required}" if not builtin.optional else f"{required} to {len(builtin.params)}"
+            return self.error("E307", f"{node.func}() takes {wanted} argument{'s' if wanted != '1' else ''}, "
+                              f"got {len(node.args)}", node.span, builtin.signature())
+        self.check_arguments(node, builtin, arg_types)
+        return Typed(builtin.result_type(arg_types))
+
+    def count_list(self, node: ast.Call, arg: str) -> Typed:
+        if not (types.loose(arg) or types.is_list(arg)):
+            self.error("E306", f"count() needs a list, this is {types.describe(arg)}", node.args[0].span,
+                       "count(x for x in list if condition) counts matching elements")
+        return Typed("number")
+
+    def check_arguments(self, node: ast.Call, builtin, arg_types: list[str]) -> None:
+        generic = "null"
+        for i, (param, actual, arg) in enumerate(zip(builtin.params, arg_types, node.args)):
+            if not types.accepts(param, actual):
+                self.error("E306", f"argument {i + 1} of {node.func}() must be {_a_type(param)}, "
+                           f"this is {types.describe(actual)}", arg.span, builtin.signature())
+            if param == "T":
+                joined = types.unify(generic, actual)
+                if joined is None:
+                    self.error("E306", f"the arguments of {node.func}() must have the same type", node.span)
+                generic = joined or generic
+            if builtin.literal == i:
+                self.prepare_literal(node, builtin, arg)
+
+    def prepare_literal(self, node: ast.Call, builtin, arg) -> None:
+        if not isinstance(arg, ast.Literal):
+            self.error("E306", f"argument {builtin.literal + 1} of {node.func}() must be a literal", arg.span)
+            return
+        try:
+            self.prepared[id(arg)] = builtin.prepare(arg.value)
+        except RefusedLiteral as err:
+            self.error(err.code, str(err), arg.span)
+
+    def expr_Unary(self, node: ast.Unary, scope) -> Typed:
+        t = self.expr(node.operand, scope).type
+        wanted = "number" if node.op == "-" else "bool"
+        if not types.loose(t) and t != wanted:
+            code = "E301" if node.op == "-" else "E303"
+            self.error(code, f"'{node.op}' needs {types.describe(wanted)}, this is {types.describe(t)}", node.operand.span)
+        return Typed(wanted)
+
+    def expr_Binary(self, node: ast.Binary, scope) -> Typed:
+        left = self.expr(node.left, scope).type
+        right = self.expr(node.right, scope).type
+        if node.op in ("and", "or"):
+            return self.logical(node, left, right)
+        if node.op in ast.ARITHMETIC:
+            return self.arithmetic(node, left, right)
+        if node.op == "??":
+            return self.coalesce(node, left, right)
+        if node.op in ("in", "not in"):
+            return self.membership(node, left, right)
+        return self.comparison(node, left, right)
+
+    def logical(self, node, left: str, right: str) -> Typed:
+        for side, t in (("left", left), ("right", right)):
+            if not types.loose(t) and t != "bool":
+                operand = node.left if side == "left" else node.right
+                self.error("E303", f"'{node.op}' needs bool operands, the {side} one is {types.describe(t)}",
+                           operand.span, "compare it, e.g. x != null or x > 0")
+        return Typed("bool")
+
+    def arithmetic(self, node, left: str, right: str) -> Typed:
+        allowed = ("number", "string") if node.op == "+" else ("number",)
+        known = [t for t in (left, right) if not types.loose(t)]
+        if all(t in allowed or (node.op == "+" and types.is_list(t)) for t in known):
+            joined = types.unify(left, right) if len(known) == 2 else (known[0] if known else "any")
+            if joined is not None:
+                return Typed("any" if joined == "null" else joined)
+        hint = self.string_hint(node)
+        return self.error("E301", f"'{node.op}' cannot combine {types.describe(left)} and {types.describe(right)}"
+                          + (f": {hint}" if hint else ""), node.op_span)
+
+    def coalesce(self, node, left: str, right: str) -> Typed:
+        joined = types.unify(left, right)
+        if joined is None:
+            return self.error("E301", f"'??' sides have different types: {left} and {right}", node.op_span)
+        return Typed(joined)
+
+    def membership(self, node, left: str, right: str) -> Typed:
+        if types.loose(right):
+            return Typed("bool")
+        if types.is_list(right):
+            if types.unify(left, types.element(right)) is None:
+                self.error("E302", f"'{node.op}' looks for {types.describe(left)} in a {right}: always false",
+                           node.op_span)
+        elif types.is_map(right) or right == "string":
+            if not types.loose(left) and left != "string":
+                self.error("E302", f"'{node.op}' looks for {types.describe(left)} in {types.describe(right)}: "
+                           "only strings can be found there", node.op_span)
+        else:
+            self.error("E301", f"'{node.op}' needs a list, map or string on the right, this is "
+                       f"{types.describe(right)}", node.right.span)
+        return Typed("bool")
+
+    def comparison(self, node, left: str, right: str) -> Typed:
+        if types.loose(left) or types.loose(right):
+            return Typed("bool")
+        if node.op in ("==", "!="):
+            fits = types.unify(left, right) is not None
+        else:
+            fits = left == right and left in ("number", "string")
+        if not fits:
+            verb = "compares" if node.op in ("==", "!=") else "orders"
+            hint = self.string_hint(node)
+            self.error("E302", f"'{node.op}' {verb} {types.describe(left)} with {types.describe(right)}"
+                       + (f": {hint}" if hint else ": always false" if node.op in ("==", "!=") else ""),
+                       node.op_span)
+        return Typed("bool")
+
+    def string_hint(self, node: ast.Binary) -> str | None:
+        """``labels are strings: compare number(node.labels.x)`` for a string-map read beside a number."""
+        for side, other in ((node.left, node.right), (node.right, node.left)):
+            if self.types.get(id(side)) == "string" and self.types.get(id(other)) == "number":
+                owner = side.obj if isinstance(side, (ast.Field, ast.Index)) else None
+                if isinstance(owner, ast.Field) and owner.name in _STRING_MAPS:
+                    return f"{owner.name} are strings: compare number({self.text(side.span)})"
+                return f"convert the string with number({self.text(side.span)})"
+        return None
+
+    def text(self, span: Span) -> str:
+        lines = self.sources.get(span.file, "").split("\n")
+        if span.line == span.end_line and span.line <= len(lines):
+            return lines[span.line - 1][span.column - 1:span.end_column - 1]
+        return "..."
+
+    def expr_Cond(self, node: ast.Cond, scope) -> Typed:
+        self.condition(node.test, scope, "'if'")
+        then, orelse = self.expr(node.then, scope).type, self.expr(node.orelse, scope).type
+        joined = types.unify(then, orelse)
+        if joined is None:
+            return self.error("E304", f"the branches of 'if' have different types: {then} and {orelse}", node.span)
+        return Typed(joined)
+
+    def expr_Aggregate(self, node: ast.Aggregate, scope: Scope) -> Typed:
+        items = self.expr(node.iterable, scope)
+        if not (types.loose(items.type) or types.is_list(items.type)):
+            hint = "iterate keys(m) or values(m)" if types.is_map(items.type) else None
+            self.error("E301", f"'for' needs a list, this is {types.describe(items.type)}", node.iterable.span, hint)
+        element = types.element(items.type) or "any"
+        slot = self.slots.setdefault(id(node), len(self.slots))
+        inner = scope.with_var(node.var, Typed(element, items.origin), slot)
+        if node.cond is not None:
+            self.condition(node.cond, inner, "the 'if' of an aggregate")
+        elem = self.expr(node.elem, inner).type
+        wanted = {"sum": "number", "min": "number", "max": "number", "any": "bool", "all": "bool"}.get(node.func)
+        if wanted and not types.loose(elem) and elem != wanted:
+            self.error("E306", f"{node.func}(... for ...) needs {types.describe(wanted)} per element, "
+                       f"this is {types.describe(elem)}", node.elem.span)
+        return Typed("bool" if node.func in ("any", "all") else "number")
+
+
+@functools.lru_cache(maxsize=None)
+def _shorthand(name: str):
+    text = schema.SHORTHANDS[name][0]
+    return parse_expression(text, Locator(f"<shorthand {name}>"))
+
+
+def _lets_before(lets: dict[str, ast.Let], let: ast.Let) -> dict[str, ast.Let]:
+    return {n: other for n, other in lets.items() if other.span.line < let.span.line}
+
+
+def _did_you_mean(name: str, candidates) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _name_hint(scope: Scope) -> str:
+    roots = schema.DECISION_ROOTS[scope.kind] if scope.kind else ALL_ROOTS
+    return f"names here: {', '.join([*roots, *schema.SHORTHANDS, *scope.lets, *scope.vars])}"
+
+
+def _resource_hint(name: str) -> str:
+    return f"read other resources by their full name with brackets, e.g. [\"nvidia.com/{name}\"]"
+
+
+def _result_hint(kind: str) -> str:
+    return "a score rule computes a number" if kind == "score" else f"a {kind} rule is a condition"
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[0] in "aeiou" else f"a {word}"
+
+
+def _a_type(pattern: str) -> str:
+    return " or ".join(types.describe(p) for p in pattern.split("|"))

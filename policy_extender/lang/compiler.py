@@ -1,0 +1,395 @@
+"""compile: checked AST → closures, built once per policy set; evaluation never walks the tree.
+
+Every expression becomes a function of one ``Context`` (the decision's roots, resolved lazily,
+and the aggregate variable slots). Type knowledge from the checker picks the specialised closure
+at compile time, so the run-time paths carry no type dispatch where the types are known.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Callable
+
+from policy_extender import schema
+from policy_extender.errors import EvalError
+from policy_extender.lang import ast, runtime, types
+from policy_extender.lang.builtins import BUILTINS
+from policy_extender.lang.checker import Checked, CheckedRule
+
+Fn = Callable[["Context"], object]
+_UNSET = object()
+_ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_ALWAYS_PRESENT = frozenset({"task", "node", "evictor", "evictee"})
+_CAUGHT = (TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError, IndexError, KeyError)
+
+
+class Context:
+    """The roots one evaluation reads. ``job``, ``queue`` and ``session`` are computed on first use."""
+
+    __slots__ = ("task", "node", "evictor", "evictee", "env", "vars", "_job", "_queue", "_session")
+
+    def __init__(self, env, slots: int, task=None, node=None, job=None, queue=None, evictor=None, evictee=None):
+        self.task, self.node, self.evictor, self.evictee, self.env = task, node, evictor, evictee, env
+        self.vars = [None] * slots
+        self._job = job if job is not None else _UNSET
+        self._queue = queue if queue is not None else _UNSET
+        self._session = _UNSET
+
+    @property
+    def job(self):
+        if self._job is _UNSET:
+            owner = self.task if self.task is not None else self.evictor
+            self._job = owner.job if owner is not None else None
+        return self._job
+
+    @property
+    def queue(self):
+        if self._queue is _UNSET:
+            job = self.job
+            self._queue = job.queue if job is not None else None
+        return self._queue
+
+    @property
+    def session(self):
+        if self._session is _UNSET:
+            self._session = self._open_session()
+        return self._session
+
+    def _open_session(self):
+        job, node = self.job, self.node if self.node is not None else self.evictee
+        job_uid = job.uid if job is not None else (self.task.job_id if self.task is not None else None)
+        queue = self.queue
+        queue_name = queue.name if queue is not None else (job.queue_name if job is not None else None)
+        return self.env.session_view(job_uid, queue_name, getattr(node, "name", None) or getattr(node, "node_name", None))
+
+
+@dataclass
+class CompiledRule:
+    name: str
+    kind: str
+    file: str
+    line: int
+    column: int
+    applies: Fn | None     # None: always applies
+    test: Fn
+    reason: Fn | None      # renders the reason template
+    explain: Fn            # the automatic explanation of a false/null result
+    source: str            # the rule's expression as written
+    unresolvable: bool
+    weight: float
+    normalize: tuple[float, float] | None
+    permit: bool
+
+    def evaluate(self, fn: Fn, c: Context):
+        try:
+            return fn(c)
+        except EvalError as err:
+            err.rule = err.rule or self.name
+            raise
+
+
+def compile_rules(checked: Checked) -> list[CompiledRule]:
+    compiler = Compiler(checked)
+    return [compiler.rule(r) for r in checked.rules]
+
+
+class Compiler:
+    def __init__(self, checked: Checked):
+        self.checked = checked
+        self.lets: dict[int, Fn] = {}
+
+    def type_of(self, node) -> str:
+        return self.checked.types.get(id(node), "any")
+
+    def source(self, node) -> str:
+        span = node.span
+        lines = self.checked.sources.get(span.file, "").split("\n")
+        if span.line == span.end_line and span.line <= len(lines):
+            return lines[span.line - 1][span.column - 1:span.end_column - 1]
+        if span.file.startswith("<shorthand"):
+            return span.file
+        return " ".join(line.strip() for line in lines[span.line - 1:span.end_line])[:200]
+
+    def rule(self, checked: CheckedRule) -> CompiledRule:
+        from policy_extender.lang.explain import explainer  # explain builds on the compiler
+        rule = checked.rule
+        guards = [self.expr(g) for g in checked.guards]
+        return CompiledRule(
+            checked.name, checked.kind, checked.file, rule.span.line, rule.span.column,
+            _all_true(guards) if guards else None, self.expr(rule.expr),
+            self.template(checked.reason) if checked.reason else None, explainer(rule.expr, self),
+            self.source(rule.expr),
+            checked.unresolvable, checked.weight, checked.normalize, checked.permit)
+
+    def template(self, template: ast.Template) -> Fn:
+        parts = [p if isinstance(p, str) else self.expr(p) for p in template.parts]
+        text = runtime.text
+        return lambda c: "".join(p if isinstance(p, str) else text(p(c)) for p in parts)
+
+    def expr(self, node) -> Fn:
+        return getattr(self, f"expr_{type(node).__name__}")(node)
+
+    # --- atoms -----------------------------------------------------------------------------------
+
+    def expr_Literal(self, node: ast.Literal) -> Fn:
+        value = node.value
+        return lambda c: value
+
+    def expr_ListLit(self, node: ast.ListLit) -> Fn:
+        if all(isinstance(i, ast.Literal) for i in node.items):
+            constant = [i.value for i in node.items]
+            return lambda c: constant
+        fns = [self.expr(i) for i in node.items]
+        return lambda c: [f(c) for f in fns]
+
+    def expr_Name(self, node: ast.Name) -> Fn:
+        what, target = self.checked.names[id(node)]
+        if what == "var":
+            return lambda c: c.vars[target]
+        if what == "let":
+            if id(target) not in self.lets:
+                self.lets[id(target)] = self.expr(target.expr)
+            return self.lets[id(target)]
+        if what == "short":
+            return self.expr(target)
+        return operator.attrgetter(target)
+
+    # --- access ----------------------------------------------------------------------------------
+
+    def expr_Field(self, node: ast.Field) -> Fn:
+        owner = self.type_of(node.obj)
+        name = node.name
+        if types.is_map(owner):
+            return _map_get(self.expr(node.obj), name)
+        if owner in schema.TYPES:
+            direct = self.root_path(node)
+            if direct is not None:
+                return operator.attrgetter(direct)
+            return _attribute(self.expr(node.obj), operator.attrgetter(name))
+        return _any_get(self.expr(node.obj), name)
+
+    def root_path(self, node: ast.Field) -> str | None:
+        """``node.idle.gpu`` as one attrgetter path: the root is always present and every step
+        between is a ``resources``/``counts`` object the views always fill."""
+        steps = [node.name]
+        node = node.obj
+        while isinstance(node, ast.Field) and self.type_of(node) in ("resources", "counts"):
+            steps.append(node.name)
+            node = node.obj
+        resolved = self.checked.names.get(id(node)) if isinstance(node, ast.Name) else None
+        if not resolved or resolved[0] != "root" or resolved[1] not in _ALWAYS_PRESENT:
+            return None
+        return ".".join([resolved[1], *reversed(steps)])
+
+    def expr_Index(self, node: ast.Index) -> Fn:
+        obj, owner = self.expr(node.obj), self.type_of(node.obj)
+        if isinstance(node.key, ast.Literal) and isinstance(node.key.value, str) and types.is_map(owner):
+            return _map_get(obj, node.key.value)
+        return _index(obj, self.expr(node.key))
+
+    def expr_Call(self, node: ast.Call) -> Fn:
+        args = [self.argument(a) for a in node.args]
+        if node.func == "count" and len(args) == 1:
+            inner = args[0]
+            return lambda c: len(v) if isinstance(v := inner(c), list) else 0
+        builtin = BUILTINS[node.func]
+        return _call(builtin.impl, args, builtin.nulls, node.span)
+
+    def argument(self, node) -> Fn:
+        if id(node) in self.checked.prepared:
+            prepared = self.checked.prepared[id(node)]
+            return lambda c: prepared
+        return self.expr(node)
+
+    # --- operators -------------------------------------------------------------------------------
+
+    def expr_Unary(self, node: ast.Unary) -> Fn:
+        f = self.expr(node.operand)
+        if node.op == "not":
+            return lambda c: f(c) is not True
+        return lambda c: -v if runtime.is_number(v := f(c)) else None
+
+    def expr_Binary(self, node: ast.Binary) -> Fn:
+        fl, fr = self.expr(node.left), self.expr(node.right)
+        op = node.op
+        if op == "and":
+            return lambda c: fl(c) is True and fr(c) is True
+        if op == "or":
+            return lambda c: fl(c) is True or fr(c) is True
+        if op == "??":
+            return lambda c: fr(c) if (v := fl(c)) is None else v
+        if op in ast.ARITHMETIC:
+            return _arithmetic(op, fl, fr, node.span)
+        if op in ("in", "not in"):
+            want = op == "in"
+            return lambda c: runtime.contains(fr(c), fl(c)) is want
+        return self.comparison(op, fl, fr, self.type_of(node.left), self.type_of(node.right))
+
+    def comparison(self, op: str, fl: Fn, fr: Fn, left: str, right: str) -> Fn:
+        same_scalar = left == right and left in types.SCALARS
+        if op in ("==", "!="):
+            if same_scalar:
+                return (lambda c: fl(c) == fr(c)) if op == "==" else (lambda c: fl(c) != fr(c))
+            equal = runtime.equal
+            return (lambda c: equal(fl(c), fr(c))) if op == "==" else (lambda c: not equal(fl(c), fr(c)))
+        compare = _ORDER[op]
+        if same_scalar:
+            return lambda c: (a := fl(c)) is not None and (b := fr(c)) is not None and compare(a, b)
+        ordered = runtime.ordered
+        return lambda c: ordered(a := fl(c), b := fr(c)) and compare(a, b)
+
+    def expr_Cond(self, node: ast.Cond) -> Fn:
+        ft, fa, fb = self.expr(node.test), self.expr(node.then), self.expr(node.orelse)
+        return lambda c: fa(c) if ft(c) is True else fb(c)
+
+    def expr_Aggregate(self, node: ast.Aggregate) -> Fn:
+        items, elem = self.expr(node.iterable), self.expr(node.elem)
+        cond = self.expr(node.cond) if node.cond is not None else None
+        slot, span = self.checked.slots[id(node)], node.span
+        bool_elem = self.type_of(node.elem) == "bool"
+        return _AGGREGATES[node.func](items, elem, cond, slot, span, bool_elem)
+
+
+# --- closure builders (module functions so the closures capture only what they need) -------------
+
+def _all_true(fns: list[Fn]) -> Fn:
+    if len(fns) == 1:
+        only = fns[0]
+        return lambda c: only(c) is True
+    return lambda c: all(f(c) is True for f in fns)
+
+
+def _attribute(obj: Fn, get) -> Fn:
+    return lambda c: None if (o := obj(c)) is None else get(o)
+
+
+def _map_get(obj: Fn, key: str) -> Fn:
+    return lambda c: o.get(key) if isinstance(o := obj(c), dict) else None
+
+
+def _any_get(obj: Fn, key: str) -> Fn:
+    return lambda c: o.get(key) if isinstance(o := obj(c), dict) else None
+
+
+def _index(obj: Fn, key: Fn) -> Fn:
+    def index(c):
+        o, k = obj(c), key(c)
+        if o is None or k is None:
+            return None
+        if isinstance(o, list):
+            if type(k) in (int, float) and k == int(k) and 0 <= k < len(o):
+                return o[int(k)]
+            return None
+        if isinstance(k, str):
+            return o.get(k) if isinstance(o, dict) else (o[k] if hasattr(o, "__getitem__") else None)
+        return None
+    return index
+
+
+def _call(impl, args: list[Fn], nulls: bool, span) -> Fn:
+    def call(c):
+        values = [a(c) for a in args]
+        if not nulls and any(v is None for v in values):
+            return None
+        try:
+            result = impl(*values)
+        except _CAUGHT:
+            return None
+        if runtime.is_number(result):
+            return runtime.number(result, span)
+        if isinstance(result, (str, list)):
+            return runtime.sized(result, span)
+        return result
+    return call
+
+
+def _arithmetic(op: str, fl: Fn, fr: Fn, span) -> Fn:
+    number, sized, is_number = runtime.number, runtime.sized, runtime.is_number
+
+    def arithmetic(c):
+        a = fl(c)
+        if a is None:
+            return None
+        b = fr(c)
+        if b is None:
+            return None
+        if is_number(a) and is_number(b):
+            if op == "+":
+                return number(a + b, span)
+            if op == "-":
+                return number(a - b, span)
+            if op == "*":
+                return number(a * b, span)
+            if b == 0:
+                return None
+            return number(a / b if op == "/" else a % b, span)
+        if op == "+" and type(a) is type(b) and isinstance(a, (str, list)):
+            return sized(a + b, span)
+        return None
+    return arithmetic
+
+
+def _sum(items, elem, cond, slot, span, bool_elem) -> Fn:
+    def total(c):
+        vars_, result = c.vars, 0
+        for x in runtime.iterable(items(c), span):
+            vars_[slot] = x
+            if cond is None or cond(c) is True:
+                v = elem(c)
+                if runtime.is_number(v):
+                    result += v
+        return runtime.number(result, span)
+    return total
+
+
+def _count(items, elem, cond, slot, span, bool_elem) -> Fn:
+    def count(c):
+        vars_, result = c.vars, 0
+        for x in runtime.iterable(items(c), span):
+            vars_[slot] = x
+            if cond is None or cond(c) is True:
+                v = elem(c)
+                result += (v is True) if bool_elem else (v is not None)
+        return result
+    return count
+
+
+def _any(items, elem, cond, slot, span, bool_elem) -> Fn:
+    def any_(c):
+        vars_ = c.vars
+        for x in runtime.iterable(items(c), span):
+            vars_[slot] = x
+            if (cond is None or cond(c) is True) and elem(c) is True:
+                return True
+        return False
+    return any_
+
+
+def _all(items, elem, cond, slot, span, bool_elem) -> Fn:
+    def all_(c):
+        vars_ = c.vars
+        for x in runtime.iterable(items(c), span):
+            vars_[slot] = x
+            if (cond is None or cond(c) is True) and elem(c) is not True:
+                return False
+        return True
+    return all_
+
+
+def _extreme(pick):
+    def build(items, elem, cond, slot, span, bool_elem) -> Fn:
+        def extreme(c):
+            vars_, best = c.vars, None
+            for x in runtime.iterable(items(c), span):
+                vars_[slot] = x
+                if cond is None or cond(c) is True:
+                    v = elem(c)
+                    if runtime.is_number(v):
+                        best = v if best is None else pick(best, v)
+            return best
+        return extreme
+    return build
+
+
+_AGGREGATES = {"sum": _sum, "count": _count, "any": _any, "all": _all, "min": _extreme(min), "max": _extreme(max)}

@@ -1,0 +1,259 @@
+"""PolicySet: a compiled set of policy files and its decisions, one method per Volcano verb.
+
+``compile_sources({"zone.policy": text})`` parses, checks and compiles every file (all errors or
+nothing), and ``load_directories([...])`` reads ``*.policy`` files the way a ConfigMap volume
+presents them. Decisions are small frozen dataclasses; evaluation raises only ``EvalError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policy_extender.errors import Diagnostic, PolicyError, Span
+from policy_extender.lang.checker import check
+from policy_extender.lang.compiler import CompiledRule, Context, compile_rules
+from policy_extender.lang.parser import parse_file
+
+VICTIM_KINDS = {"preemptable": ("victim", "preemptable"), "reclaimable": ("victim", "reclaimable")}
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    kind: str
+    file: str
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class FilterDecision:
+    fits: bool
+    code: int = 0            # 0 fits, 2 Unschedulable, 3 UnschedulableAndUnresolvable
+    reason: str = ""
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoreDecision:
+    scores: dict[str, float]                  # node name -> summed weighted score
+    per_rule: dict[str, dict[str, float]] = field(default_factory=dict)  # rule -> node -> contribution
+
+
+@dataclass(frozen=True)
+class VictimDecision:
+    status: int                               # 1 Permit, 0 Abstain
+    victims: list[int] = field(default_factory=list)       # indexes into the evictees
+    reasons: dict[int, str] = field(default_factory=dict)  # evictee index -> why it is protected
+
+
+@dataclass(frozen=True)
+class StatusDecision:
+    status: int                               # 1 Permit, 0 Abstain, -1 Reject
+    rule: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BoolDecision:
+    value: bool
+    rule: str | None = None
+    reason: str = ""
+
+
+FITS = FilterDecision(True)
+
+
+def compile_sources(sources: dict[str, str]) -> "PolicySet":
+    """Compile policy files given as {file name: text}; raises PolicyError with every problem."""
+    files, diagnostics = [], []
+    for name in sorted(sources):
+        try:
+            files.append(parse_file(name, sources[name]))
+        except PolicyError as err:
+            diagnostics.extend(err.diagnostics)
+    if diagnostics:
+        raise PolicyError(diagnostics, sources)
+    return PolicySet(sources, compile_rules_of(files))
+
+
+def compile_rules_of(files):
+    checked = check(files)
+    return checked, compile_rules(checked)
+
+
+def load_directories(paths) -> "PolicySet":
+    """Compile the ``*.policy`` files of each directory (hidden entries and ``..data`` skipped)."""
+    sources: dict[str, str] = {}
+    seen: dict[str, Path] = {}
+    duplicates = []
+    for path in map(Path, paths):
+        for file in _policy_files(path):
+            if file.name in seen:
+                duplicates.append(Diagnostic("E407", f"{file.name} is in both {seen[file.name].parent} and "
+                                             f"{file.parent}", Span(file.name, 1, 1, 1, 1), "rename one of them"))
+                continue
+            seen[file.name] = file
+            sources[file.name] = file.read_text(encoding="utf-8")
+    if duplicates:
+        raise PolicyError(duplicates, sources)
+    return compile_sources(sources)
+
+
+def _policy_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return [p for p in sorted(path.iterdir())
+            if not p.name.startswith(".") and p.name.endswith(".policy") and p.is_file()]
+
+
+class PolicySet:
+    """A compiled, immutable policy set; safe to share between threads."""
+
+    def __init__(self, sources: dict[str, str], compiled):
+        checked, rules = compiled
+        self.sources = dict(sources)
+        self.version = _version(self.sources)
+        self.reads = checked.reads
+        self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column) for r in rules]
+        self.kinds = frozenset(r.kind for r in rules)
+        self._slots = len(checked.slots)
+        self._by_kind = {kind: [r for r in rules if r.kind == kind] for kind in self.kinds}
+
+    def __repr__(self) -> str:
+        return f"PolicySet(version={self.version}, files={sorted(self.sources)}, rules={len(self.rules)})"
+
+    def _rules(self, *kinds: str) -> list[CompiledRule]:
+        return [r for kind in kinds for r in self._by_kind.get(kind, ())] if len(kinds) > 1 \
+            else self._by_kind.get(kinds[0], [])
+
+    # --- decisions -------------------------------------------------------------------------------
+
+    def predicate(self, task, node, env) -> FilterDecision:
+        rules = self._rules("filter")
+        if not rules:
+            return FITS
+        c = Context(env, self._slots, task=task, node=node)
+        for rule in rules:
+            if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                continue
+            if rule.evaluate(rule.test, c) is not True:
+                return FilterDecision(False, 3 if rule.unresolvable else 2, _why_not(rule, c), rule.name)
+        return FITS
+
+    def prioritize(self, task, nodes, env) -> ScoreDecision:
+        names = [n.name for n in nodes]
+        scores = dict.fromkeys(names, 0.0)
+        per_rule: dict[str, dict[str, float]] = {}
+        contexts = [Context(env, self._slots, task=task, node=n) for n in nodes]
+        for rule in self._rules("score"):
+            raw = [_score(rule, c) for c in contexts]
+            if all(v is _SKIPPED for v in raw):
+                continue
+            values = _normalized(raw, rule.normalize)
+            contributions = {name: v * rule.weight for name, v in zip(names, values)}
+            per_rule[rule.name] = contributions
+            for name, v in contributions.items():
+                scores[name] += v
+        return ScoreDecision(scores, per_rule)
+
+    def victims(self, kind: str, evictor, evictees, env) -> VictimDecision:
+        rules = self._rules(*VICTIM_KINDS[kind])
+        victims, reasons, applied = [], {}, False
+        for i, evictee in enumerate(evictees):
+            c = Context(env, self._slots, evictor=evictor, evictee=evictee)
+            failed = None
+            for rule in rules:
+                if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                    continue
+                applied = True
+                if rule.evaluate(rule.test, c) is not True:
+                    failed = rule
+                    break
+            if failed is None:
+                victims.append(i)
+            else:
+                reasons[i] = _why_not(failed, c)
+        if not applied:
+            return VictimDecision(0)
+        return VictimDecision(1, [i for i in victims], reasons)
+
+    def enqueueable(self, job, env) -> StatusDecision:
+        c = Context(env, self._slots, job=job)
+        permit = None
+        for rule in self._rules("enqueue"):
+            if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                continue
+            if rule.evaluate(rule.test, c) is not True:
+                return StatusDecision(-1, rule.name, _why_not(rule, c))
+            if rule.permit and permit is None:
+                permit = rule
+        if permit is not None:
+            return StatusDecision(1, permit.name, _why(permit, c))
+        return StatusDecision(0)
+
+    def overused(self, queue, env) -> BoolDecision:
+        c = Context(env, self._slots, queue=queue)
+        for rule in self._rules("overused"):
+            if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                continue
+            if rule.evaluate(rule.test, c) is True:
+                return BoolDecision(True, rule.name, _why(rule, c))
+        return BoolDecision(False)
+
+    def ready(self, job, env) -> BoolDecision:
+        c = Context(env, self._slots, job=job)
+        for rule in self._rules("ready"):
+            if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                continue
+            if rule.evaluate(rule.test, c) is not True:
+                return BoolDecision(False, rule.name, _why_not(rule, c))
+        return BoolDecision(True)
+
+
+_SKIPPED = object()
+
+
+def _score(rule: CompiledRule, c: Context):
+    if rule.applies is not None and not rule.evaluate(rule.applies, c):
+        return _SKIPPED
+    value = rule.evaluate(rule.test, c)
+    return value if type(value) in (int, float) else 0
+
+
+def _normalized(raw: list, normalize) -> list[float]:
+    values = [v for v in raw if v is not _SKIPPED]
+    if normalize is None:
+        return [0.0 if v is _SKIPPED else float(v) for v in raw]
+    low, high = normalize
+    smallest, largest = min(values), max(values)
+    spread = largest - smallest
+    return [0.0 if v is _SKIPPED else float(low if spread == 0 else low + (v - smallest) * (high - low) / spread)
+            for v in raw]
+
+
+def _prefix(rule: CompiledRule) -> str:
+    where = f"{rule.file}:{rule.line}"
+    return f"{rule.name}: " if rule.name == where else f"{rule.name} ({where}): "
+
+
+def _why_not(rule: CompiledRule, c: Context) -> str:
+    """The reason a rule rejected: its reason template, or the automatic explanation."""
+    text = rule.evaluate(rule.reason, c) if rule.reason else rule.evaluate(rule.explain, c)
+    return _prefix(rule) + text
+
+
+def _why(rule: CompiledRule, c: Context) -> str:
+    text = rule.evaluate(rule.reason, c) if rule.reason else f"{rule.source} is true"
+    return _prefix(rule) + text
+
+
+def _version(sources: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(sources):
+        for part in (name, sources[name]):
+            data = part.encode("utf-8")
+            digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()[:16]
