@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -33,9 +34,17 @@ APPS = {"bare": "bench.bare_wsgi:app", "handwritten": "bench.handwritten:app", "
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range: a client connecting before the server listens
+    must never be handed the same port as its own source port (a TCP self-connection)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in random.sample(range(10000, min(low, 30000)), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def command(kind: str, port: int, workers: int, threads: int) -> list[str]:
@@ -55,6 +64,9 @@ class Server:
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "Server":
+        return self if self.proc is not None else self.start()
+
+    def start(self) -> "Server":
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(command(self.kind, self.port, self.workers, self.threads), cwd=ROOT, env=env,

@@ -1,0 +1,29 @@
+"""A ``--quick`` run of one load scenario against the bare WSGI floor: a real gunicorn over
+loopback, the real client. Checks the run completes and reports sane figures; no timing limits."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_predicate_run_against_the_bare_floor(tmp_path):
+    out = tmp_path / "rows.json"
+    run = subprocess.run([sys.executable, "-m", "bench", "predicate-20", "--quick", "--servers", "bare", "--json", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = json.loads(out.read_text())["rows"]
+    bare = [r for r in rows if r.get("server") == "bare"]
+    assert len(bare) == 1, rows
+    assert bare[0]["errors"] == 0
+    assert bare[0]["n"] > 0 and bare[0]["rps"] > 0
+    assert bare[0]["p50_ms"] <= bare[0]["p99_ms"] <= bare[0]["max_ms"]
+    assert "== targets" in run.stdout
+
+
+def test_unknown_scenario_is_refused_with_the_list():
+    run = subprocess.run([sys.executable, "-m", "bench", "no-such"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "unknown scenario 'no-such'" in run.stderr and "predicate-20" in run.stderr
