@@ -20,14 +20,15 @@ import orjson
 from flask import Flask, request
 
 from bench.bare_wsgi import NEUTRAL_ANSWERS, read_body
+from policy_extender.schema import ALWAYS_READ
 from policy_extender.wire import decode as wire
 
 ZONE_ANNOTATION = "scheduling.example.com/zone"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-#: the wire paths the three rules read: the same read set the policy compiles to
+#: the wire paths the three rules read, plus what every decoder keeps: the read set the policy compiles to
 READS = {
-    "task": frozenset({("Pod", "metadata", "annotations"), ("Resreq",)}),
-    "node": frozenset({("Node", "metadata", "labels"), ("Idle",), ("Allocatable",)}),
+    "task": frozenset({("Pod", "metadata", "annotations"), ("Resreq",), *ALWAYS_READ["task"]}),
+    "node": frozenset({("Node", "metadata", "labels"), ("Idle",), ("Allocatable",), *ALWAYS_READ["node"]}),
 }
 
 

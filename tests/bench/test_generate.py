@@ -90,3 +90,27 @@ def test_node_idle_is_allocatable_minus_what_its_pods_request(bodies):
     alloc_gpu = node["Allocatable"]["ScalarResources"].get("nvidia.com/gpu", 0)
     assert node["Idle"]["ScalarResources"].get("nvidia.com/gpu", 0) == alloc_gpu - used_gpu
     assert node["Idle"]["MilliCPU"] == node["Allocatable"]["MilliCPU"] - sum(t["Resreq"]["MilliCPU"] for t in node["Tasks"].values())
+
+
+def test_handwritten_baseline_decides_like_the_benchmark_policy():
+    """The baseline is only a baseline if it implements the same rules as bench/policies."""
+    from bench import handwritten
+    from bench.server import POLICY_DIR
+    from policy_extender.policy import compile_sources
+    from policy_extender.wire import decode as wire
+
+    policy = compile_sources({p.name: p.read_text() for p in POLICY_DIR.glob("*.policy")})
+    bodies = Bodies(Cluster(ClusterSpec(nodes=9, pods_per_node=6, pending_jobs=4)))
+    outcomes = set()
+    for p in range(4):
+        for i in range(9):
+            body = bodies.predicate(i, p)
+            req = wire.decode_predicate(body, policy.reads)
+            engine = policy.predicate(req.task, req.node, req.task.env)
+            hand = json.loads(handwritten.predicate(body))
+            assert (engine.fits, engine.code) == (hand["status"] == "", hand["code"]), (p, i, engine, hand)
+            outcomes.add(engine.code)
+        req = wire.decode_prioritize(bodies.prioritize(p=p), policy.reads)
+        hand = json.loads(handwritten.prioritize(bodies.prioritize(p=p)))["nodeScore"]
+        assert policy.prioritize(req.task, req.nodes, req.task.env).scores == hand
+    assert outcomes >= {0, 3}, "the bodies should exercise both fitting and zone-rejected nodes"
