@@ -65,29 +65,33 @@ def decode(name: str, data: bytes) -> str:
         ) from None
 
 
-def read_snapshot(dirs: list[str], suffixes: tuple[str, ...]) -> Snapshot:
-    """Read every policy file of ``dirs`` (names ending in one of ``suffixes``)."""
+def read_snapshot(paths: list[str], suffixes: tuple[str, ...]) -> Snapshot:
+    """Read every policy file of ``paths`` (directories, or single files).
+
+    Files are named by their bare name, as ``policy.load_directories`` names them, so a policy
+    version (a hash of names and contents) is the same whichever of the two loaded it and
+    wherever the ConfigMap is mounted; the same name in two directories is an error.
+    """
     files: dict[str, bytes] = {}
     origin: dict[str, str] = {}
-    for directory in dirs:
-        for name, data in read_directory(directory, suffixes).items():
-            key = file_key(directory, name, len(dirs))
-            if key in files:
+    for path in paths:
+        for name, data in read_path(path, suffixes).items():
+            if name in files:
                 raise ReadError(
-                    f"{os.path.join(directory, name)}: a policy file named {name!r} is also in "
-                    f"{origin[key]}; rename one of them"
+                    f"{os.path.join(path, name)}: a policy file named {name!r} is also in "
+                    f"{origin[name]}; rename one of them"
                 )
-            files[key], origin[key] = data, directory
+            files[name], origin[name] = data, path
     return Snapshot(files, digest_of(files))
 
 
-def file_key(directory: str, name: str, dir_count: int) -> str:
-    """The name a file goes by in errors and in the policy set's sources.
-
-    With one directory it is the bare file name, so a policy version (a hash of names and
-    contents) does not depend on where the ConfigMap is mounted.
-    """
-    return name if dir_count == 1 else os.path.join(os.path.basename(os.path.normpath(directory)), name)
+def read_path(path: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:
+    if os.path.isfile(path):  # a single file (e.g. a subPath mount, which never updates)
+        try:
+            return {os.path.basename(path): read_file(path)}
+        except FileNotFoundError:
+            pass  # removed just now: reported below as missing
+    return read_directory(path, suffixes)
 
 
 def digest_of(files: dict[str, bytes]) -> str:

@@ -123,20 +123,30 @@ def test_non_utf8_file_is_reported_with_its_line_and_column(tmp_path):
         texts(str(tmp_path))
 
 
-def test_two_directories_name_files_by_directory_and_refuse_clashing_names(tmp_path):
+def test_two_directories_are_merged_by_file_name_and_refuse_clashing_names(tmp_path):
     a, b = tmp_path / "team-a", tmp_path / "team-b"
     a.mkdir(), b.mkdir()
     (a / "x.policy").write_text("A")
     (b / "y.policy").write_text("B")
-    snapshot = read_snapshot([str(a), str(b)], SUFFIXES)
-    assert snapshot.sources() == {"team-a/x.policy": "A", "team-b/y.policy": "B"}
+    assert read_snapshot([str(a), str(b)], SUFFIXES).sources() == {"x.policy": "A", "y.policy": "B"}
     (b / "x.policy").write_text("B")
-    assert len(read_snapshot([str(a), str(b)], SUFFIXES).files) == 3
-    same_name = tmp_path / "other" / "team-a"
-    same_name.mkdir(parents=True)
-    (same_name / "x.policy").write_text("C")
-    with pytest.raises(ReadError, match="also in"):
-        read_snapshot([str(a), str(same_name)], SUFFIXES)
+    with pytest.raises(ReadError, match=r"team-b/x.policy: a policy file named 'x.policy' is also in .*team-a"):
+        read_snapshot([str(a), str(b)], SUFFIXES)
+
+
+def test_a_single_file_path_is_read_by_its_name(tmp_path):
+    (tmp_path / "one.policy").write_text("O")
+    assert read_snapshot([str(tmp_path / "one.policy")], SUFFIXES).sources() == {"one.policy": "O"}
+
+
+def test_the_version_equals_the_one_load_directories_computes(tmp_path):
+    from policy_extender.policy import compile_sources, load_directories
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    ConfigMapVolume(str(a)).update({"x.policy": "score 1\n"})
+    ConfigMapVolume(str(b)).update({"y.policy": "score 2\n"})
+    snapshot = read_snapshot([str(a), str(b)], SUFFIXES)
+    assert compile_sources(snapshot.sources()).version == load_directories([str(a), str(b)]).version
 
 
 def test_directory_watcher_wakes_on_a_kubelet_update(tmp_path):
