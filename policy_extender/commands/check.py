@@ -49,10 +49,10 @@ def policy_sets(paths) -> dict[Path, list[Path]]:
 def check_set(files: list[Path]) -> dict:
     """Compile one set: its files, rule count and version, or every diagnostic."""
     from policy_extender.errors import PolicyError
-    from policy_extender.fixtures.exchange import compile_files, read_sources
+    from policy_extender.fixtures.exchange import compile_files
     report = {"files": [str(f) for f in files], "rules": 0, "version": None, "diagnostics": [], "rendered": ""}
     try:
-        policy_set = compile_files(tuple(files), errors=PolicyError)
+        policy_set = compile_files(tuple(files), errors=PolicyError, by_path=True)
     except PolicyError as error:
         report.update(diagnostics=error.to_dicts(), rendered=error.render())
     except OSError as error:
