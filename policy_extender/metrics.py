@@ -129,10 +129,19 @@ def _child(metric: Any, *labels: str) -> Any:
 
 def observe_request(verb: str, status_code: int, seconds: float, body_bytes: int) -> None:
     """One answered Volcano call (``verb`` is the verb kind, such as ``predicate``)."""
+    children = metrics().children.get((verb, status_code)) or _request_children(verb, status_code)
+    seconds_child, bytes_child, count_child = children
+    seconds_child.observe(seconds)
+    bytes_child.observe(body_bytes)
+    count_child.inc()
+
+
+def _request_children(verb: str, status_code: int) -> tuple:
     m = metrics()
-    _child(m.request_seconds, verb).observe(seconds)
-    _child(m.request_bytes, verb).observe(body_bytes)
-    _child(m.requests, verb, str(status_code)).inc()
+    children = m.children[(verb, status_code)] = (
+        _child(m.request_seconds, verb), _child(m.request_bytes, verb),
+        _child(m.requests, verb, str(status_code)))
+    return children
 
 
 def count_decision(verb: str, rule: str, outcome: str) -> None:
@@ -185,7 +194,6 @@ def render() -> tuple[bytes, str]:
     directory = os.environ.get(MULTIPROC_ENV)
     if not directory:
         return generate_latest(metrics().registry), CONTENT_TYPE_LATEST
-    metrics()  # this worker's files exist even before its first request
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=directory)
     return generate_latest(registry), CONTENT_TYPE_LATEST
