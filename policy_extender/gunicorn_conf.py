@@ -48,6 +48,9 @@ def settings(config: Config) -> dict[str, Any]:
         "on_starting": on_starting,
         "child_exit": child_exit,
         "post_worker_init": post_worker_init,
+        # gunicorn >= 25.1 opens a control socket at one fixed path per user: several services
+        # (or test servers) on one host would take it from each other; nothing here uses it.
+        "control_socket_disable": True,
     }
 
 

@@ -73,7 +73,8 @@ def _application_class():
         def load_config(self) -> None:
             from policy_extender.gunicorn_conf import settings
             for name, value in settings(self.config_).items():
-                self.cfg.set(name, value)
+                if name in self.cfg.settings:  # settings newer than the installed gunicorn are skipped
+                    self.cfg.set(name, value)
 
         def load(self):
             from policy_extender.web import create_app

@@ -22,9 +22,9 @@ filter zone: node.labels["topology.kubernetes.io/zone"] != "zone-b"
 score gpu: 10 * free_gpu
 """,
     "gang.policy": """\
-enqueue gang: job.min_available <= 3
+enqueue gang-enqueue: job.min_available <= 3
 overused cap: queue.name == "restricted"
-ready gang: job.ready_tasks >= job.min_available
+ready gang-ready: job.ready_tasks >= job.min_available
 victim low: evictee.priority < evictor.priority
 """,
 }

@@ -35,7 +35,7 @@ def test_predicate_fits_a_node_outside_zone_b(client):
 
 def test_predicate_rejects_zone_b_with_the_rules_reason_and_a_nonzero_code(client):
     response = answer(client, "predicate", predicate_on("zone-b"))
-    assert response.status == "zone-b is reserved" and response.code != 0
+    assert response.status.endswith("zone-b is reserved") and response.code != 0
 
 
 def test_prioritize_scores_every_node_by_its_idle_gpus(client):
@@ -129,7 +129,7 @@ def test_decisions_that_need_the_snapshot_follow_the_session(make_app):
     client = make_app(policies).test_client()
     assert answer(client, "predicate").code == 0  # no session: task.job is null
     assert post(client, "onSessionOpen").status_code == 200
-    assert answer(client, "predicate").status == "gang too big"  # job-002 has MinAvailable 3
+    assert answer(client, "predicate").status.endswith("gang too big")  # job-002 has MinAvailable 3
     assert post(client, "onSessionClose").status_code == 200
     assert answer(client, "predicate").code == 0
 
@@ -141,7 +141,7 @@ def test_counters_follow_allocate_and_deallocate_events(make_app):
     assert answer(client, "predicate").code == 0  # 0 + 2 GPUs
     allocated = sample_json("allocateFunc")  # job-002's worker-0 with 2 GPUs, queue restricted
     assert answer(client, "allocateFunc", allocated).errorMessage == ""
-    assert answer(client, "predicate").status == "queue GPU cap"  # 2 + 2 > 2
+    assert answer(client, "predicate").status.endswith("queue GPU cap")  # 2 + 2 > 2
     answer(client, "allocateFunc", allocated)  # a retry is not counted twice
     released = copy.deepcopy(allocated)
     assert answer(client, "deallocateFunc", released).errorMessage == ""

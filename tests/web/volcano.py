@@ -1,0 +1,170 @@
+"""A client that calls the service the way Volcano's extender plugin does, and a real server.
+
+``VolcanoClient``: one keep-alive HTTP/1.1 connection per calling thread (Go's transport pools
+connections the same way), ``Content-Type: application/json``, a timeout, and a non-200 answer
+treated as an error. ``parallel`` runs calls on ``workers`` threads at once, as Volcano's 16
+predicate workers do. ``Server`` runs ``python -m policy_extender serve`` (real gunicorn) on a
+free loopback port and always stops it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class VolcanoClient:
+    def __init__(self, port: int, timeout: float = 10.0, workers: int = 16) -> None:
+        self.port, self.timeout = port, timeout
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="predicate-worker")
+        self.workers = workers
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def _conn(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        return conn
+
+    def raw(self, verb: str, body: bytes, fresh: bool = False) -> tuple[int, bytes]:
+        """POST ``body`` to ``/<verb>`` on this thread's keep-alive connection (or a new one)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout) if fresh else self._conn()
+        try:
+            conn.request("POST", "/" + verb, body=body, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            self._local.conn = None
+            raise
+        finally:
+            if fresh:
+                conn.close()
+
+    def call(self, verb: str, body: Any, fresh: bool = False) -> Any:
+        """The decoded answer; a non-200 is an error, as for Volcano."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        status, answer = self.raw(verb, data, fresh)
+        if status != 200:
+            raise AssertionError(f"{verb} answered {status}: {answer[:300]!r}")
+        return json.loads(answer) if answer else None
+
+    def parallel(self, verb: str, bodies: list, fresh: bool = False) -> list:
+        return list(self._pool.map(lambda body: self.call(verb, body, fresh), bodies))
+
+    def parallel_get(self, path: str, times: int) -> list[dict]:
+        """``GET path`` ``times`` times, 16 at once, each on a new connection."""
+        return list(self._pool.map(lambda _: self.get(path)[1], range(times)))
+
+    def get(self, path: str) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            conn.close()
+
+
+class Server:
+    """``policy-extender serve`` with ``workers`` gunicorn workers on a free loopback port."""
+
+    def __init__(self, state_dir: Path, policy_dir: Path, session_store: str, workers: int = 2,
+                 threads: int = 8) -> None:
+        self.port = free_port()
+        self.workers = workers
+        self.log_path = state_dir / f"server-{self.port}.log"
+        args = [sys.executable, "-m", "policy_extender", "serve", "--bind", f"127.0.0.1:{self.port}",
+                "--workers", str(workers), "--threads", str(threads), "--policy-dirs", str(policy_dir),
+                "--session-store", session_store, "--reload-interval", "0"]
+        env = {**os.environ, "PYTHONPATH": str(REPO),
+               "PROMETHEUS_MULTIPROC_DIR": str(state_dir / f"metrics-{self.port}")}
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(args, cwd=state_dir, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until /readyz answers 200 from every worker (asked on new connections)."""
+        client = VolcanoClient(self.port, timeout=2)
+        ready: set[int] = set()
+        deadline = time.monotonic() + timeout
+        try:
+            while len(ready) < self.workers and time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()}")
+                try:
+                    if client.get("/readyz")[0] == 200:
+                        ready.add(client.get("/status")[1]["pid"])
+                        continue
+                except OSError:
+                    pass
+                time.sleep(0.05)
+        finally:
+            client.close()
+        if not ready:
+            raise TimeoutError(f"server not ready after {timeout}s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+class RedisServer:
+    """A real ``redis-server`` on a free loopback port, no persistence."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(state_dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise TimeoutError("redis-server did not start")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
