@@ -1,7 +1,7 @@
 """Reload latency through the real service: time from a kubelet-style ``..data`` swap until every
 gunicorn worker serves the new version. Prints figures; asserts nothing.
 
-    cd /work/main && python -m tests.reload.measure_latency [--workers 4] [--interval 5] [--swaps 10]
+    cd /work/main && python -m tests.reload.measure_latency [--workers 4] [--interval 5] [--swaps 10] [--no-inotify]
 """
 
 from __future__ import annotations
@@ -16,14 +16,16 @@ from .language import Language
 from .server import Server, sample
 
 
-def measure(workers: int, interval: float, swaps: int) -> list[float]:
+def measure(workers: int, interval: float, swaps: int, inotify: bool) -> list[float]:
     language = Language()
     with tempfile.TemporaryDirectory() as state:
         volume = ConfigMapVolume(f"{state}/policies")
         volume.update({"a.policy": language.good(0)})
-        server = Server(volume.root, state, workers=workers, interval=interval)
+        server = Server(volume.root, state, workers=workers, interval=interval, inotify=inotify)
         try:
             server.wait_listening()
+            _, status = server.get("/status")
+            assert status["policy"]["inotify"] == inotify, status["policy"]
             server.wait_all_on(language.compile({"a.policy": language.good(0)}).version)
             return [swap(server, volume, language, n, interval) for n in range(1, swaps + 1)]
         finally:
@@ -48,10 +50,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--swaps", type=int, default=10)
+    parser.add_argument("--no-inotify", dest="inotify", action="store_false",
+                        help="hide watchdog from the workers: polling alone")
     args = parser.parse_args()
-    latencies = measure(args.workers, args.interval, args.swaps)
+    latencies = measure(args.workers, args.interval, args.swaps, args.inotify)
     ms = sorted(x * 1000 for x in latencies)
-    print(f"workers={args.workers} interval={args.interval}s swaps={args.swaps}: swap -> every worker "
+    print(f"workers={args.workers} interval={args.interval}s inotify={args.inotify} swaps={args.swaps}: "
+          "swap -> every worker "
           f"on the new version: median {statistics.median(ms):.0f} ms, min {ms[0]:.0f} ms, max {ms[-1]:.0f} ms")
 
 

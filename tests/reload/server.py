@@ -30,10 +30,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def without_watchdog(state_dir: str) -> str:
+    """A directory whose ``watchdog`` package fails to import: the service then polls only."""
+    package = os.path.join(state_dir, "no-watchdog", "watchdog")
+    os.makedirs(package, exist_ok=True)
+    with open(os.path.join(package, "__init__.py"), "w") as f:
+        f.write('raise ImportError("watchdog disabled to measure polling alone")\n')
+    return os.path.dirname(package)
+
+
 class Server:
     """``python -m policy_extender serve`` in a subprocess; ``stop()`` sends SIGTERM to it."""
 
-    def __init__(self, policy_dir: str, state_dir: str, workers: int = 3, interval: float = 0.5) -> None:
+    def __init__(self, policy_dir: str, state_dir: str, workers: int = 3, interval: float = 0.5,
+                 inotify: bool = True) -> None:
         self.port = free_port()
         self.workers = workers
         self.log_path = os.path.join(state_dir, "server.log")
@@ -42,7 +52,7 @@ class Server:
                 "--reload-interval", str(interval),
                 "--session-store", "sqlite:" + os.path.join(state_dir, "sessions.sqlite")]
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": os.path.join(state_dir, "metrics"),
-               "PYTHONPATH": REPO}
+               "PYTHONPATH": REPO if inotify else without_watchdog(state_dir) + os.pathsep + REPO}
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(args, cwd=state_dir, env=env, stdout=self._log,
                                         stderr=subprocess.STDOUT)
