@@ -1,0 +1,219 @@
+"""Logging: one format (text or JSON lines) for the service and for gunicorn, with request ids.
+
+* :func:`configure` sets up the root logger (``policy-extender serve`` without gunicorn, tests);
+  :func:`gunicorn_logconfig` is the same thing as a ``logconfig_dict`` for gunicorn, so its
+  ``gunicorn.error`` and ``gunicorn.access`` lines come out in the same format.
+* The request id of the request being served lives in a context variable (one per thread under
+  gthread workers). :class:`RequestIdFilter` copies it onto every record as ``request_id``;
+  :func:`init_app` binds it for each Flask request, from ``X-Request-Id`` when the caller sent a
+  sane one, else a new one, and echoes it in the response.
+* :func:`log_request` writes one DEBUG line per Volcano call; :func:`log_error` writes errors at
+  ERROR, always with the request id.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+from typing import Any
+
+REQUEST_ID_HEADER = "X-Request-Id"
+NO_REQUEST = "-"
+FORMATS = ("text", "json")
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default=NO_REQUEST)
+
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
+
+#: Attributes every LogRecord has; anything else on a record came from ``extra=`` and is a field.
+_RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message", "asctime", "request_id", "taskName"}
+
+request_log = logging.getLogger("policy_extender.request")
+error_log = logging.getLogger("policy_extender.error")
+
+
+# ---------------------------------------------------------------------------------------------
+# request ids
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def request_id_from(header_value: str | None) -> str:
+    """The caller's id when it is a sane token (no spaces, quotes, newlines; <= 128), else a new one."""
+    if header_value and _SANE_REQUEST_ID.fullmatch(header_value):
+        return header_value
+    return new_request_id()
+
+
+def bind_request_id(request_id: str) -> contextvars.Token:
+    """Make ``request_id`` the current one; pass the token to :func:`unbind_request_id`."""
+    return request_id_var.set(request_id)
+
+
+def unbind_request_id(token: contextvars.Token) -> None:
+    request_id_var.reset(token)
+
+
+def current_request_id() -> str:
+    return request_id_var.get()
+
+
+class RequestIdFilter(logging.Filter):
+    """Adds ``record.request_id`` (the current request's, or ``-``) unless the caller gave one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "request_id"):
+            record.request_id = request_id_var.get()
+        return True
+
+
+def init_app(app: Any) -> None:
+    """Bind a request id around every request of a Flask app and echo it in ``X-Request-Id``."""
+    from flask import g, request
+
+    @app.before_request
+    def _bind() -> None:
+        g.request_id_token = bind_request_id(request_id_from(request.headers.get(REQUEST_ID_HEADER)))
+
+    @app.after_request
+    def _echo(response: Any) -> Any:
+        response.headers[REQUEST_ID_HEADER] = current_request_id()
+        return response
+
+    @app.teardown_request
+    def _unbind(_exc: BaseException | None) -> None:
+        token = g.pop("request_id_token", None)
+        if token is not None:
+            unbind_request_id(token)
+
+
+# ---------------------------------------------------------------------------------------------
+# formatters
+
+
+def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The fields a caller attached with ``extra=``."""
+    return {k: v for k, v in vars(record).items() if k not in _RECORD_ATTRS and not k.startswith("_")}
+
+
+def utc_timestamp(created: float) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, request_id, the extra fields, exc."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"ts": utc_timestamp(record.created), "level": record.levelname,
+                 "logger": record.name, "msg": record.getMessage(),
+                 "request_id": getattr(record, "request_id", NO_REQUEST)}
+        entry.update(extra_fields(record))
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """``2025-01-21T10:00:00.123Z INFO policy_extender.web [req-id] message key=value ...``"""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(f"{k}={_text_value(v)}" for k, v in extra_fields(record).items())
+        line = (f"{utc_timestamp(record.created)} {record.levelname} {record.name} "
+                f"[{getattr(record, 'request_id', NO_REQUEST)}] {record.getMessage()}")
+        line = f"{line} {fields}" if fields else line
+        if record.exc_info:
+            line = f"{line}\n{self.formatException(record.exc_info)}"
+        return line
+
+
+def _text_value(value: Any) -> str:
+    text = str(value)
+    return json.dumps(text) if (not text or any(c in text for c in ' "=\n')) else text
+
+
+def formatter_class(fmt: str) -> type[logging.Formatter]:
+    if fmt not in FORMATS:
+        raise ValueError(f"log format {fmt!r} is not one of {', '.join(FORMATS)}; "
+                         "set log_format (POLICY_EXTENDER_LOG_FORMAT) to text or json")
+    return JsonFormatter if fmt == "json" else TextFormatter
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+
+
+def configure(level: str | int = "info", fmt: str = "text", stream: Any = None) -> logging.Handler:
+    """Send every log record (ours and libraries') to ``stream`` (stderr) in one format."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(formatter_class(fmt)())
+    handler.addFilter(RequestIdFilter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_policy_extender", False)]:
+        root.removeHandler(old)
+    handler._policy_extender = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(_level(level))
+    return handler
+
+
+def gunicorn_logconfig(level: str | int = "info", fmt: str = "text") -> dict[str, Any]:
+    """A ``logconfig_dict`` for gunicorn: its logs and ours through one handler and format."""
+    formatter_class(fmt)  # refuse an unknown format here, where the message says how to fix it
+    handler = {"class": "logging.StreamHandler", "stream": "ext://sys.stderr",
+               "formatter": fmt, "filters": ["request_id"]}
+    gunicorn_logger = {"level": _level_name(level), "handlers": ["stderr"], "propagate": False}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"request_id": {"()": RequestIdFilter}},
+        "formatters": {"text": {"()": TextFormatter}, "json": {"()": JsonFormatter}},
+        "handlers": {"stderr": handler},
+        "root": {"level": _level_name(level), "handlers": ["stderr"]},
+        "loggers": {"gunicorn.error": gunicorn_logger,
+                    "gunicorn.access": {**gunicorn_logger, "level": "INFO"}},
+    }
+
+
+def _level(level: str | int) -> int:
+    if isinstance(level, int):
+        return level
+    number = logging.getLevelName(level.upper())
+    if not isinstance(number, int):
+        raise ValueError(f"log level {level!r} is not one of debug, info, warning, error")
+    return number
+
+
+def _level_name(level: str | int) -> str:
+    return logging.getLevelName(_level(level))
+
+
+# ---------------------------------------------------------------------------------------------
+# what the service calls
+
+
+def log_request(verb: str, task: str | None, node: str | None, decision: Any, rule: str | None,
+                seconds: float, request_id: str | None = None) -> None:
+    """One DEBUG line per Volcano call (nothing is formatted when DEBUG is off)."""
+    if not request_log.isEnabledFor(logging.DEBUG):
+        return
+    request_log.debug("%s %s", verb, decision, extra={
+        "verb": verb, "task": task, "node": node, "decision": decision, "rule": rule,
+        "ms": round(seconds * 1000, 3), "request_id": request_id or current_request_id()})
+
+
+def log_error(message: str, *, verb: str | None = None, request_id: str | None = None,
+              exc_info: Any = None, **fields: Any) -> None:
+    """An error, always at ERROR and with the request id; ``exc_info=True`` adds the traceback."""
+    error_log.error(message, exc_info=exc_info, extra={
+        **fields, "verb": verb, "request_id": request_id or current_request_id()})
