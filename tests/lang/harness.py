@@ -1,0 +1,141 @@
+"""Runs one data-table case: compile the policy, decode the wire-shaped input through
+``policy_extender.wire`` and ask the PolicySet, or compare the exact rendered error."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import yaml
+
+from policy_extender.errors import PolicyError
+from policy_extender.policy import compile_sources
+from policy_extender.wire import decode
+from policy_extender.wire.session import NO_SESSION, Allocation, SnapshotEnv
+from policy_extender.wire.views import JobView, QueueView
+
+CASES = Path(__file__).parent / "cases"
+
+#: Wire-shaped defaults (Go field names, milli units) merged under each case's input.
+TASK = {"UID": "t-1", "Job": "job-1", "Name": "web-0", "Namespace": "default", "Status": 1,
+        "Priority": 0, "Resreq": {"MilliCPU": 1000, "Memory": 1073741824, "ScalarResources": None},
+        "Pod": {"metadata": {"labels": {}, "annotations": {}}, "spec": {"tolerations": []}}}
+NODE = {"Name": "node-a", "Node": {"metadata": {"labels": {}}, "spec": {"taints": []}},
+        "State": {"Phase": 1, "Reason": ""},
+        "Idle": {"MilliCPU": 8000, "Memory": 34359738368, "ScalarResources": {"nvidia.com/gpu": 4000, "pods": 110}},
+        "Allocatable": {"MilliCPU": 8000, "Memory": 34359738368, "ScalarResources": {"nvidia.com/gpu": 8000, "pods": 110}},
+        "Used": {"MilliCPU": 0, "Memory": 0, "ScalarResources": {"nvidia.com/gpu": 4000}}, "Tasks": {}}
+JOB = {"UID": "job-1", "Name": "train", "Namespace": "default", "Queue": "q-1", "Priority": 0,
+       "MinAvailable": 2, "Tasks": {}, "TotalRequest": {"MilliCPU": 0, "Memory": 0, "ScalarResources": None}}
+QUEUE = {"UID": "q-1", "Name": "research", "Weight": 1,
+         "Queue": {"metadata": {"name": "research"}, "spec": {}, "status": {"allocated": {}}}}
+
+
+def load_cases() -> list[dict]:
+    cases = []
+    for path in sorted(CASES.glob("*.yaml")):
+        for i, case in enumerate(yaml.safe_load(path.read_text()) or []):
+            case.setdefault("name", f"{i}")
+            case["id"] = f"{path.stem}:{case['name']}"
+            cases.append(case)
+    return cases
+
+
+def merged(default: dict, override: dict | None) -> dict:
+    out = copy.deepcopy(default)
+    for key, value in (override or {}).items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def policy_of(case: dict) -> dict[str, str]:
+    if "expr" in case:
+        return {"case.policy": f"let shown = {case['expr']}\nfilter show: false\n    reason \"{{shown}}\"\n"}
+    if "policy" in case:
+        return {case.get("file", "case.policy"): case["policy"]}
+    return case["policies"]
+
+
+def env_of(case: dict, reads) -> object:
+    session = case.get("session")
+    if session is None:
+        return NO_SESSION
+    jobs = {j["UID"]: _view(decode.decode_job, "job", merged(JOB, j), reads) for j in session.get("jobs", [])}
+    queues = {q["Name"]: _view(decode.decode_queue, "queue", merged(QUEUE, q), reads) for q in session.get("queues", [])}
+    allocations = [Allocation(a["task"], a["job"], a["queue"], a["node"], a.get("resources", {}))
+                   for a in session.get("allocations", [])]
+    return SnapshotEnv(jobs, queues, allocations)
+
+
+def _view(decoder, key: str, value: dict, reads):
+    return getattr(decoder(json.dumps({key: value}).encode(), reads), key)
+
+
+def decide(case: dict):
+    """The decision (or rendered error text) the case describes."""
+    try:
+        policy_set = compile_sources(policy_of(case))
+    except PolicyError as err:
+        return {"error": err.render()}
+    env = env_of(case, policy_set.reads)
+    verb = case.get("verb", "predicate")
+    given = case.get("input", {})
+    return VERBS[verb](policy_set, given, env)
+
+
+def _body(**parts) -> bytes:
+    return json.dumps(parts).encode()
+
+
+def _predicate(ps, given, env):
+    body = _body(task=merged(TASK, given.get("task")), node=merged(NODE, given.get("node")))
+    request = decode.decode_predicate(body, ps.reads, env)
+    d = ps.predicate(request.task, request.node, env)
+    return {"fits": d.fits, "code": d.code, "reason": d.reason, "rule": d.rule}
+
+
+def _prioritize(ps, given, env):
+    nodes = [merged(NODE, n) for n in given.get("nodes", [{}])]
+    request = decode.decode_prioritize(_body(task=merged(TASK, given.get("task")), nodes=nodes), ps.reads, env)
+    d = ps.prioritize(request.task, request.nodes, env)
+    return {"scores": d.scores}
+
+
+def _victims(kind):
+    def victims(ps, given, env):
+        evictees = [merged(TASK, e) for e in given.get("evictees", [{}])]
+        body = _body(evictor=merged(TASK, given.get("evictor")), evictees=evictees)
+        request = decode.decode_victims(body, ps.reads, env)
+        d = ps.victims(kind, request.evictor, request.evictees, env)
+        return {"status": d.status, "victims": d.victims, "reasons": d.reasons}
+    return victims
+
+
+def _enqueue(ps, given, env):
+    job = decode.decode_job(_body(job=merged(JOB, given.get("job"))), ps.reads, env).job
+    d = ps.enqueueable(job, env)
+    return {"status": d.status, "rule": d.rule, "reason": d.reason}
+
+
+def _overused(ps, given, env):
+    queue = decode.decode_queue(_body(queue=merged(QUEUE, given.get("queue"))), ps.reads, env).queue
+    d = ps.overused(queue, env)
+    return {"value": d.value, "rule": d.rule, "reason": d.reason}
+
+
+def _ready(ps, given, env):
+    job = decode.decode_job(_body(job=merged(JOB, given.get("job"))), ps.reads, env).job
+    d = ps.ready(job, env)
+    return {"value": d.value, "rule": d.rule, "reason": d.reason}
+
+
+def _value(ps, given, env):
+    """An ``expr`` case: the expression rendered as the reason text of a rejecting filter."""
+    reason = _predicate(ps, given, env)["reason"]
+    return {"value": reason.split(": ", 1)[1]}
+
+
+VERBS = {"predicate": _predicate, "prioritize": _prioritize, "preemptable": _victims("preemptable"),
+         "reclaimable": _victims("reclaimable"), "jobEnqueueable": _enqueue, "queueOverused": _overused,
+         "jobReady": _ready, "value": _value}
