@@ -5,8 +5,8 @@
   ``gunicorn.error`` and ``gunicorn.access`` lines come out in the same format.
 * The request id of the request being served lives in a context variable (one per thread under
   gthread workers). :class:`RequestIdFilter` copies it onto every record as ``request_id``;
-  :func:`init_app` binds it for each Flask request, from ``X-Request-Id`` when the caller sent a
-  sane one, else a new one, and echoes it in the response.
+  :class:`RequestIdMiddleware` (WSGI) binds it for each request, from ``X-Request-Id`` when the
+  caller sent a sane one, else a new one, and echoes it in the response.
 * :func:`log_request` writes one DEBUG line per Volcano call; :func:`log_error` writes errors at
   ERROR, always with the request id.
 """
@@ -20,7 +20,7 @@ import re
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable, Iterable
 
 REQUEST_ID_HEADER = "X-Request-Id"
 NO_REQUEST = "-"
@@ -75,23 +75,28 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
-def init_app(app: Any) -> None:
-    """Bind a request id around every request of a Flask app and echo it in ``X-Request-Id``."""
-    from flask import g, request
+class RequestIdMiddleware:
+    """WSGI middleware: binds a request id around every call and echoes it in ``X-Request-Id``.
 
-    @app.before_request
-    def _bind() -> None:
-        g.request_id_token = bind_request_id(request_id_from(request.headers.get(REQUEST_ID_HEADER)))
+    It wraps the whole WSGI app (verb dispatch and Flask alike), so every line logged while a
+    request is served, including the request-finished callbacks, carries its id. The id is
+    unbound when the app returns its body iterable (the service's bodies are single byte
+    strings, so nothing is logged while iterating).
+    """
 
-    @app.after_request
-    def _echo(response: Any) -> Any:
-        response.headers[REQUEST_ID_HEADER] = current_request_id()
-        return response
+    def __init__(self, app: Callable[[dict, Callable], Iterable[bytes]]) -> None:
+        self.app = app
 
-    @app.teardown_request
-    def _unbind(_exc: BaseException | None) -> None:
-        token = g.pop("request_id_token", None)
-        if token is not None:
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        request_id = request_id_from(environ.get("HTTP_X_REQUEST_ID"))
+        token = bind_request_id(request_id)
+
+        def start_with_id(status: str, headers: list, exc_info: Any = None) -> Any:
+            return start_response(status, [*headers, (REQUEST_ID_HEADER, request_id)], exc_info)
+
+        try:
+            return self.app(environ, start_with_id)
+        finally:
             unbind_request_id(token)
 
 

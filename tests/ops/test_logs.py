@@ -108,7 +108,7 @@ def test_request_id_from_header_is_kept_only_when_sane(sent, kept):
 def test_flask_requests_get_an_id_echoed_and_logged(captured):
     buffer = captured(fmt="json")
     app = flask.Flask("t")
-    logs.init_app(app)
+    app.wsgi_app = logs.RequestIdMiddleware(app.wsgi_app)
 
     @app.post("/predicate")
     def predicate():
