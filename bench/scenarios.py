@@ -20,7 +20,7 @@ import orjson
 
 from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
 from bench.load import Pool, Result, drive
-from bench.server import Server, reset_peak_rss, status_kb
+from bench.server import Server, busy_cpu_seconds, reset_peak_rss, status_kb
 
 LOAD_SERVERS = ("bare", "handwritten", "handwritten-wsgi", "service")
 
@@ -85,17 +85,22 @@ def start(ctx: Context, kind: str) -> Server | None:
 # --- measuring a server under load ------------------------------------------------------------
 
 def load_run(server: Server, calls, ctx: Context, concurrency: int, max_calls: int | None = None) -> dict:
-    """One closed-loop run: ``ctx.seconds`` of load, or ``max_calls`` calls when given."""
-    cpu0 = server.cpu_seconds()
+    """One closed-loop run: ``ctx.seconds`` of load, or ``max_calls`` calls when given.
+
+    ``other_cpu_pct``: CPU the rest of the machine used meanwhile (other people's processes),
+    in % of all cores: figures taken while it is high are noisy."""
+    cpu0, busy0 = server.cpu_seconds(), busy_cpu_seconds()
     result = drive(server.host, server.port, calls, concurrency=concurrency, seconds=ctx.seconds if max_calls is None else 3600.0,
                    procs=ctx.procs if concurrency > 1 else 1, max_calls=max_calls)
     server_cpu = server.cpu_seconds() - cpu0
+    other = busy_cpu_seconds() - busy0 - server_cpu - result.client_cpu
     verb = calls[0][0]
     s = result.summary(verb)
     n = max(result.requests, 1)
     return {"rps": result.rate(), "p50_ms": s["p50"] * 1e3, "p90_ms": s["p90"] * 1e3, "p99_ms": s["p99"] * 1e3,
             "max_ms": s["max"] * 1e3, "errors": sum(result.errors.values()), "n": result.requests,
-            "server_cpu_ms": server_cpu / n * 1e3, "client_cpu_ms": result.client_cpu / n * 1e3}
+            "server_cpu_ms": server_cpu / n * 1e3, "client_cpu_ms": result.client_cpu / n * 1e3,
+            "other_cpu_pct": max(other, 0.0) / (result.wall * (os.cpu_count() or 1)) * 100}
 
 
 def medians(runs: list[dict]) -> dict:
@@ -108,17 +113,24 @@ def medians(runs: list[dict]) -> dict:
 
 
 def measure(ctx: Context, scenario: str, calls, concurrency: int, wanted=LOAD_SERVERS, max_calls: int | None = None) -> dict:
-    by_server = {}
-    for kind in servers_for(ctx, wanted):
-        server = start(ctx, kind)
-        if server is None:
-            continue
-        with server:
+    """Every server on the same calls, runs interleaved (bare, handwritten, ..., bare, ...) so
+    drifting background load hits each alike; medians per server."""
+    servers = {kind: s for kind in servers_for(ctx, wanted) if (s := start(ctx, kind)) is not None}
+    runs: dict[str, list[dict]] = {kind: [] for kind in servers}
+    try:
+        for kind, server in servers.items():
             load_run(server, calls, ctx, concurrency, max_calls=max_calls and max(1, max_calls // 4))   # warm-up
-            row = medians([load_run(server, calls, ctx, concurrency, max_calls) for _ in range(ctx.runs)])
-            if row["errors"]:
-                ctx.notes.append(f"{scenario} on {kind}: {row['errors']} non-200 answers; server log tail: {server.stderr_tail(400)}")
-        by_server[kind] = row
+        for _ in range(ctx.runs):
+            for kind, server in servers.items():
+                runs[kind].append(load_run(server, calls, ctx, concurrency, max_calls))
+        for kind, server in servers.items():
+            if any(r["errors"] for r in runs[kind]):
+                ctx.notes.append(f"{scenario} on {kind}: non-200 answers; server log tail: {server.stderr_tail(400)}")
+    finally:
+        for server in servers.values():
+            server.stop()
+    by_server = {kind: medians(rows) for kind, rows in runs.items()}
+    for kind, row in by_server.items():
         ctx.emit({"scenario": scenario, "server": kind, **row})
     add_ratios(ctx, scenario, by_server)
     return by_server

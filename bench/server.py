@@ -14,6 +14,7 @@ for the first two (gunicorn with the service's settings and another app).
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import random
@@ -58,6 +59,16 @@ def command(kind: str, port: int, workers: int, threads: int) -> list[str]:
     return [sys.executable, "-m", "bench.server", APPS[kind], "--bind", bind, "--workers", str(workers), "--threads", str(threads)]
 
 
+_RUNNING: set["Server"] = set()
+
+
+@atexit.register
+def stop_all() -> None:
+    """Servers run in their own session: stop every one this process started, even on an error."""
+    for server in list(_RUNNING):
+        server.stop()
+
+
 class Server:
     """A running server: ``with Server("bare") as s: drive(s.host, s.port, ...)``."""
 
@@ -74,6 +85,7 @@ class Server:
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(command(self.kind, self.port, self.workers, self.threads), cwd=ROOT, env=env,
                                      stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True)
+        _RUNNING.add(self)
         self._wait_ready()
         return self
 
@@ -81,6 +93,7 @@ class Server:
         self.stop()
 
     def stop(self) -> None:
+        _RUNNING.discard(self)
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -134,6 +147,13 @@ def process_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine spent busy (every process), from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / CLK_TCK
 
 
 def status_kb(pid: int, key: str) -> int:
