@@ -1,0 +1,76 @@
+"""The service's recording hook: one verb call in, one ``Recorder.record`` out.
+
+``Capture.begin(service, environ)`` wraps ``wsgi.input`` so the body the handler reads is kept
+(references to the chunks read, no copy), notes the start time and, for every verb but
+onSessionOpen, the session the call belongs to (one ``head()`` read: onSessionClose ends the
+session it names). ``finish`` names the session an onSessionOpen created and queues the call.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+class _TeeInput:
+    """A ``wsgi.input`` that keeps what was read from it."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.chunks: list[bytes] = []
+
+    def read(self, *args: Any) -> bytes:
+        data = self.stream.read(*args)
+        if data:
+            self.chunks.append(data)
+        return data
+
+    def body(self) -> bytes:
+        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+
+
+class Capture:
+    """One verb call being recorded."""
+
+    def __init__(self, service: Any, kind: str, environ: dict) -> None:
+        self.service, self.kind = service, kind
+        self.started_ns = time.time_ns()
+        self.tee = _TeeInput(environ["wsgi.input"])
+        environ["wsgi.input"] = self.tee
+        self.head = None if kind == "onSessionOpen" else service.sessions.head()
+
+    def finish(self, status: int, response: bytes) -> None:
+        head = self.service.sessions.head() if self.kind == "onSessionOpen" else self.head
+        version = head.policy_version if head is not None else _current_version(self.service)
+        self.service.recorder.record(
+            head.session_id if head is not None else None, self.kind, self.tee.body(), status,
+            response, version, started_ns=self.started_ns,
+            opened_at=head.opened_at if head is not None else None)
+
+
+def _current_version(service: Any) -> str:
+    current = service.policies.current
+    return current.version if current is not None else ""
+
+
+def begin(service: Any, kind: str, environ: dict) -> Capture | None:
+    """A Capture when the service records, else None (the cost of recording off: one attribute)."""
+    if getattr(service, "recorder", None) is None:
+        return None
+    return Capture(service, kind, environ)
+
+
+def recorder_for(config: Any, policies: Any, sessions: Any) -> Any:
+    """The Recorder ``config`` asks for (``record`` set), or None; annotation keys kept under
+    redaction are those the answering policy version names (see ``redact``)."""
+    if not getattr(config, "record", ""):
+        return None
+    from .recorder import Recorder
+    from .redact import annotation_keys_read, parse_kinds
+
+    def annotation_keys(version: str) -> frozenset[str]:
+        return annotation_keys_read(policies.pinned(version, sessions.policy_sources).sources)
+
+    return Recorder(config.record, sample=config.record_sample, max_bytes=config.record_max_bytes,
+                    redact_kinds=parse_kinds(config.record_redact),
+                    annotation_keys=annotation_keys)

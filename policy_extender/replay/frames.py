@@ -1,0 +1,110 @@
+"""The recording file format: one file per cycle per worker, a sequence of framed records.
+
+Every record is one frame, written with a single ``write`` on a file opened ``O_APPEND``::
+
+    b"PX"  u32 big-endian length  u32 big-endian CRC-32 of the payload  payload (msgpack map)
+
+The first record of a file is the header (``type: "header"``, ``format: FORMAT_VERSION``); the
+others are calls (``type: "call"``): verb, zlib-compressed request and response bytes, status,
+policy version, start time in ns, worker pid and a per-worker sequence number.
+
+A damaged frame is reported with its file and byte offset: a bad checksum skips that record
+(its length is still trusted), a bad marker or a frame cut short ends the file.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Iterator
+
+import msgspec
+
+FORMAT_VERSION = 1
+MARKER = b"PX"
+_HEAD = struct.Struct(">2sII")
+#: A frame longer than this is damage, not data (the largest body limit is 512 MiB).
+MAX_FRAME = 1 << 30
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(dict)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A damaged part of a recording: where (file and byte offset) and what."""
+
+    file: str
+    offset: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: record at byte offset {self.offset}: {self.message}"
+
+
+def frame(record: dict) -> bytes:
+    payload = _encoder.encode(record)
+    return _HEAD.pack(MARKER, len(payload), zlib.crc32(payload)) + payload
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` whole (a regular file takes it in one call; loop only on a short write)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def compress(data: bytes) -> bytes:
+    return zlib.compress(data, 1)
+
+
+def decompress(data: bytes) -> bytes:
+    return zlib.decompress(data)
+
+
+def read_records(path: str, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
+    """(offset, record) for every sound record of ``path``; damage is appended to ``problems``."""
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError as error:
+        problems.append(Problem(path, 0, f"cannot read: {error.strerror}"))
+        return
+    offset = 0
+    while offset < len(data):
+        record, next_offset = _record_at(path, data, offset, problems)
+        if next_offset is None:
+            return
+        if record is not None:
+            yield offset, record
+        offset = next_offset
+
+
+def _record_at(path: str, data: bytes, offset: int, problems: list[Problem]):
+    """(record or None, next offset or None when the rest of the file cannot be trusted)."""
+    if len(data) - offset < _HEAD.size:
+        problems.append(Problem(path, offset, f"truncated: {len(data) - offset} bytes where a "
+                                "record header needs 10 (the writer was stopped mid-record)"))
+        return None, None
+    marker, length, checksum = _HEAD.unpack_from(data, offset)
+    if marker != MARKER or length > MAX_FRAME:
+        problems.append(Problem(path, offset, "not a record marker: the file is damaged from "
+                                "here on; the records before it were read"))
+        return None, None
+    start, end = offset + _HEAD.size, offset + _HEAD.size + length
+    if end > len(data):
+        problems.append(Problem(path, offset, f"truncated: the record announces {length} bytes, "
+                                f"{len(data) - start} are there"))
+        return None, None
+    payload = data[start:end]
+    if zlib.crc32(payload) != checksum:
+        problems.append(Problem(path, offset, "checksum mismatch: record skipped"))
+        return None, end
+    try:
+        return _decoder.decode(payload), end
+    except msgspec.DecodeError as error:
+        problems.append(Problem(path, offset, f"undecodable record ({error}): skipped"))
+        return None, end
