@@ -114,6 +114,14 @@ def parse_limits(value: Any) -> dict[str, int]:
     return {**DEFAULT_BODY_LIMITS, **{kind: parse_size(size) for kind, size in limits.items()}}
 
 
+def parse_redact(value: Any) -> tuple[str, ...]:
+    kinds = parse_list(value)
+    unknown = sorted(set(kinds) - {"annotations", "env"})
+    if unknown:
+        raise ValueError(f"unknown redaction {unknown[0]!r}: use annotations and/or env, comma-separated")
+    return kinds
+
+
 def parse_choice(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = str(value).lower()
@@ -184,6 +192,17 @@ class Config:
     log_format: str = option("text", "text or json (one JSON object per line).", parse_choice("text", "json"))
     reload_interval: float = option(5.0, "Seconds between checks of the policy directories for "
                                     "changes (0: never reload).", parse_float)
+    record: str = option("", "Record whole scheduling cycles (requests, answers, policy version) "
+                         "into this directory for `policy-extender replay` (off when empty; see "
+                         "docs/replay.md).", parse_str)
+    record_sample: float = option(1.0, "Fraction of cycles recorded, decided once per session id "
+                                  "so a cycle is recorded whole or not at all (0.1 = one in ten).",
+                                  parse_float)
+    record_max_bytes: int = option(1024 * MIB, "Size cap of the recording directory; the oldest "
+                                   "cycles are deleted first (0: no cap).", parse_size)
+    record_redact: tuple[str, ...] = option((), "Blank before writing: `annotations` (values, except "
+                                            "the keys the policies read), `env` (container env "
+                                            "values), or both comma-separated.", parse_redact)
 
     def verb_paths(self) -> dict[str, str]:
         """URL path (with prefix) -> verb kind."""

@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Callable, Iterable
 
+from policy_extender.replay.capture import begin as begin_capture
 from policy_extender.web.http import JSON_HEADERS, HttpError, Reply, error_reply, status_line
 from policy_extender.web.service import RequestRecord, Service
 from policy_extender.web.verbs import answer
@@ -35,7 +36,10 @@ class VerbDispatch:
         if kind is None:
             return self.fallback(environ, start_response)
         started = time.perf_counter()
+        capture = begin_capture(self.service, kind, environ)  # None unless --record
         reply, size = self._reply(kind, environ)
+        if capture is not None:
+            capture.finish(reply.status, reply.body)
         headers = [*JSON_HEADERS, ("Content-Length", str(len(reply.body))), *reply.headers]
         start_response(status_line(reply.status), headers)
         self.service.report(RequestRecord(kind, reply.status, reply.decision, reply.rule,

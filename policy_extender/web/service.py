@@ -53,6 +53,7 @@ class Service:
         self.sessions = sessions if sessions is not None else open_session_store(config)
         self.session_cache = _session_cache(self.sessions)
         self.finished: list[RequestFinished] = []
+        self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
 
     def start(self) -> "Service":
         """Load the policies now (never raises: a bad set leaves /readyz at 503), then watch."""
@@ -64,6 +65,8 @@ class Service:
 
     def stop(self) -> None:
         self.reloader.stop()
+        if self.recorder is not None:
+            self.recorder.close()
 
     @property
     def policy_status(self) -> ReloadStatus:
@@ -93,6 +96,12 @@ def _session_cache(sessions: Any) -> Any:
     """This worker's cache of the shared session (snapshot bytes -> views, records -> counts)."""
     from policy_extender.session.cache import SessionCache
     return SessionCache(sessions)
+
+
+def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
+    """The cycle recorder of ``--record DIR`` (replay/recorder.py), or None."""
+    from policy_extender.replay.capture import recorder_for
+    return recorder_for(config, policies, sessions)
 
 
 def _set_policy_metrics(version: str | None, loaded_at: float, ok: bool, errors: int) -> None:
