@@ -47,7 +47,7 @@ class Builtin:
     def signature(self) -> str:
         required = len(self.params) - self.optional
         shown = [p if i < required else f"[{p}]" for i, p in enumerate(self.params)]
-        result = self.result if isinstance(self.result, str) else "T"
+        result = self.result if isinstance(self.result, str) else self.result(list(self.params))
         return f"{self.name}({', '.join(shown)}) -> {result}"
 
 
