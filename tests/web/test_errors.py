@@ -111,3 +111,11 @@ def test_no_policy_set_loaded_is_503_everywhere_and_not_ready(make_app):
     client = make_app({"broken.policy": "filter (((\n"}).test_client()
     assert client.get("/readyz").status_code == 503
     assert "no policy set" in error_of(post(client, "predicate"), 503)
+
+
+def test_an_evaluation_error_is_a_500_never_a_silent_fit(make_app):
+    overflow = {"big.policy": "filter huge: node.idle.memory * node.idle.memory * node.idle.memory > 0\n"}
+    client = make_app(overflow).test_client()
+    message = error_of(post(client, "predicate"), 500)
+    assert "predicate failed" in message and "E510" in message
+    assert post(client, "jobReady").status_code == 200  # the worker keeps serving
