@@ -74,7 +74,11 @@ def compile_sources(sources: dict[str, str]) -> "PolicySet":
             files.append(parse_file(name, sources[name]))
         except PolicyError as err:
             diagnostics.extend(err.diagnostics)
-    if diagnostics:
+    if diagnostics:  # still check the files that parsed, so every error is reported at once
+        try:
+            check(files)
+        except PolicyError as err:
+            diagnostics.extend(err.diagnostics)
         raise PolicyError(diagnostics, sources)
     return PolicySet(sources, compile_rules_of(files))
 
