@@ -49,9 +49,17 @@ def measure(name: str, store, n: int) -> None:
     cache = SessionCache(store, lambda data: _Snapshot(), decode_allocation)
     cache.env()
     env = median_us(lambda i: cache.env(), n)
+    recount = median_us(lambda i: (store.allocate(session_id, f"task-{i}", record), cache.env()),
+                        min(n, 1000))
     store.close()
     print(f"{name:7} head() {head:8.1f} us   allocate() {allocate:8.1f} us   "
           f"cache.env() unchanged {env:8.1f} us   (median of {n})")
+    print(f"{name:7} allocate() + cache.env() catching up one event, {n}+ allocations held {recount:8.1f} us")
+    big = b"x" * (20 * 1024 * 1024)
+    opened = median_us(lambda i: store.open(big, "bench", {}), 5)
+    loaded = median_us(lambda i: store.snapshot(store.head().session_id), 5)
+    print(f"{name:7} open() 20 MiB snapshot {opened / 1000:8.1f} ms   snapshot() read back "
+          f"{loaded / 1000:8.1f} ms")
 
 
 @contextmanager

@@ -1,21 +1,22 @@
 """SessionCache: one per worker process; turns the shared store into an ``Env`` per request.
 
 Every call reads the store's ``head()`` once. The snapshot is fetched and decoded again only when
-the session id changed; the allocations are fetched and added up again only when ``seq`` changed
-(records already decoded in this session are not decoded twice). Otherwise the answer comes from
-memory. Safe for the threads of a gthread worker: the fast path only reads one attribute, and a
-rebuild happens under a lock, once, for all the threads that need it.
+the session id changed. When ``seq`` moved, only the events after the ones already applied are
+fetched (``store.changes``) and applied to the counters, so a cycle with thousands of
+allocations costs each worker O(new events) per request, not O(all allocations). Otherwise the
+answer comes from memory. Safe for the threads of a gthread worker: the fast path only reads one
+attribute, and catching up happens under a lock, once, for every thread that needs it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from policy_extender.session.allocation import Allocation, decode_allocation
-from policy_extender.session.counts import tally
+from policy_extender.session.counts import Counters
 from policy_extender.session.env import SessionEnv, Snapshot, queue_name_of
 from policy_extender.session.store import Head, SessionStore
 from policy_extender.wire.session import NO_SESSION
@@ -26,14 +27,14 @@ class CacheCounts:
     """How often the cache went back to the store beyond ``head()`` (for tests and metrics)."""
 
     snapshot_loads: int = 0
-    allocation_loads: int = 0
+    change_loads: int = 0
     records_decoded: int = 0
 
 
 @dataclass(frozen=True)
 class _Cached:
-    env: SessionEnv
-    decoded: dict[bytes, Allocation] = field(default_factory=dict)
+    env: SessionEnv  # env.head.seq: how many of the session's events are applied
+    records: dict[str, Allocation]  # task uid -> allocation; touched only under the lock
 
 
 class SessionCache:
@@ -68,46 +69,46 @@ class SessionCache:
     def _refresh(self, head: Head) -> Any:
         cached = self._cached
         if cached is not None and _is_fresh(cached, head):
-            return cached.env  # another thread rebuilt it while this one waited
-        same_session = cached is not None and cached.env.head.session_id == head.session_id
-        snapshot = cached.env.snapshot if same_session else self._load_snapshot(head)
-        if snapshot is None:
-            return self._no_session  # replaced or closed between head() and snapshot()
-        decoded = cached.decoded if same_session else {}
-        self._cached = self._load_allocations(head, snapshot, decoded)
+            return cached.env  # another thread caught up while this one waited
+        if cached is None or cached.env.head.session_id != head.session_id:
+            cached = self._start(head)
+            if cached is None:
+                return self._no_session  # replaced or closed between head() and snapshot()
+        self._cached = self._catch_up(cached)
         return self._cached.env
 
-    def _load_snapshot(self, head: Head) -> Snapshot | None:
+    def _start(self, head: Head) -> _Cached | None:
+        """A new session: its snapshot, and no events applied yet."""
         data = self.store.snapshot(head.session_id)
         if data is None:
             return None
         self.counts.snapshot_loads += 1
-        return self._decode_snapshot(data)
+        env = SessionEnv(head._replace(seq=0), self._decode_snapshot(data), Counters())
+        return _Cached(env, {})
 
-    def _load_allocations(self, head: Head, snapshot: Snapshot,
-                          previously: dict[bytes, Allocation]) -> _Cached:
-        self.counts.allocation_loads += 1
-        decoded: dict[bytes, Allocation] = {}
-        allocations = [self._decode(record, previously, decoded)
-                       for record in self.store.allocations(head.session_id)]
-        counters = tally(allocations, lambda job_uid: queue_name_of(snapshot, job_uid))
-        return _Cached(SessionEnv(head, snapshot, counters), decoded)
+    def _catch_up(self, cached: _Cached) -> _Cached:
+        """Apply the events the store has beyond those already applied."""
+        env, records = cached.env, cached.records
+        self.counts.change_loads += 1
+        changes = self.store.changes(env.head.session_id, env.head.seq)
+        events = [self._replace(records, task_uid, record) for task_uid, record in changes]
+        counters = env.counters.apply(events, lambda job: queue_name_of(env.snapshot, job))
+        head = env.head._replace(seq=env.head.seq + len(changes))
+        return _Cached(SessionEnv(head, env.snapshot, counters), records)
 
-    def _decode(self, record: bytes, previously: dict[bytes, Allocation],
-                decoded: dict[bytes, Allocation]) -> Allocation:
-        """Decode ``record`` unless this session already did. The memo only saves decoding: two
-        tasks with byte-identical records still count twice (totals come from the list)."""
-        if record not in decoded:
-            if record in previously:
-                decoded[record] = previously[record]
-            else:
-                self.counts.records_decoded += 1
-                decoded[record] = self._decode_allocation(record)
-        return decoded[record]
+    def _replace(self, records: dict[str, Allocation], task_uid: str,
+                 record: bytes | None) -> tuple[Allocation | None, Allocation | None]:
+        """Update ``records`` for one event; (the allocation it removed, the one it added)."""
+        removed = records.pop(task_uid, None)
+        if record is None:
+            return removed, None
+        self.counts.records_decoded += 1
+        records[task_uid] = added = self._decode_allocation(record)
+        return removed, added
 
 
 def _is_fresh(cached: _Cached, head: Head) -> bool:
-    """The cached env is of ``head``'s session and at least as new as ``head``."""
+    """The cached env is of ``head``'s session and has applied at least ``head.seq`` events."""
     mine = cached.env.head
     return mine.session_id == head.session_id and mine.seq >= head.seq
 

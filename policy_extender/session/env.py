@@ -1,7 +1,7 @@
 """The ``Env`` of an open session (contract in docs/architecture.md).
 
 ``SessionEnv`` is one immutable picture of the open session at one ``seq``: the decoded snapshot
-and this cycle's tally. A request takes one and keeps it, so everything it evaluates agrees,
+and this cycle's counters. A request takes one and keeps it, so everything it evaluates agrees,
 while other threads may already use a newer one. With no session the env is the wire layer's
 ``NO_SESSION``.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from policy_extender.session.store import Head
-from policy_extender.wire.session import SessionView, Tally
+from policy_extender.session.counts import Counters
+from policy_extender.wire.session import SessionView
 
 
 class Snapshot(Protocol):
@@ -34,10 +35,10 @@ class SessionEnv:
 
     open = True
 
-    def __init__(self, head: Head, snapshot: Snapshot, tally: Tally) -> None:
+    def __init__(self, head: Head, snapshot: Snapshot, counters: Counters) -> None:
         self.head = head
         self.snapshot = snapshot
-        self.tally = tally
+        self.counters = counters
 
     def job(self, uid: str) -> Any | None:
         return self.snapshot.job(uid) if uid else None
@@ -49,7 +50,7 @@ class SessionEnv:
                      node_name: str | None) -> SessionView:
         """Counters for a rule; the queue defaults to the job's queue in the snapshot."""
         queue_name = queue_name or queue_name_of(self.snapshot, job_uid)
-        return self.tally.session_view(job_uid, queue_name, node_name)
+        return self.counters.session_view(job_uid, queue_name, node_name)
 
     def __repr__(self) -> str:
         return f"SessionEnv({self.head.session_id} seq {self.head.seq}, {self.snapshot!r})"

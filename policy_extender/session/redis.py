@@ -9,6 +9,7 @@ Keys (``P`` = ``{prefix}:``):
   ``P live``           the id of the last session opened and not closed     (to count expiries)
   ``P snapshot:<sid>`` the snapshot bytes; PEXPIRE ttl
   ``P alloc:<sid>``    hash task uid -> allocation record; PEXPIRE to the head's remaining ttl
+  ``P log:<sid>``      list of changes, entry n-1 set seq to n: ``+<uid>\0<record>`` or ``-<uid>``
   ``P sources:<ver>``  JSON {file: text} of a policy version, written once (no expiry: small)
   ``P counts``         hash opened / closed / expired / replaced
 """
@@ -20,7 +21,7 @@ import time
 
 import redis
 
-from policy_extender.session.store import DEFAULT_TTL_SECONDS, Head, SessionCounts, new_session_id
+from policy_extender.session.store import DEFAULT_TTL_SECONDS, Change, Head, SessionCounts, new_session_id
 
 DEFAULT_PREFIX = "policy-extender"
 
@@ -32,7 +33,8 @@ local function end_current(prefix, how)
   if not old then return end
   if redis.call('EXISTS', KEYS[1]) == 0 then how = 'expired' end
   redis.call('HINCRBY', KEYS[3], how, 1)
-  redis.call('UNLINK', KEYS[1], KEYS[2], prefix .. 'snapshot:' .. old, prefix .. 'alloc:' .. old)
+  redis.call('UNLINK', KEYS[1], KEYS[2], prefix .. 'snapshot:' .. old,
+               prefix .. 'alloc:' .. old, prefix .. 'log:' .. old)
 end
 """
 
@@ -55,19 +57,29 @@ end_current(ARGV[1], 'closed')
 return 1
 """
 
-# KEYS: head, alloc:<sid>. ARGV: sid, task uid, record.
-_ALLOCATE = """
+# Appends a change to KEYS[3] (log) and bumps seq: entry n-1 of the log is the change to seq n.
+_LOG = """
+local function log(entry)
+  redis.call('RPUSH', KEYS[3], entry)
+  local ttl = redis.call('PTTL', KEYS[1])
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+  redis.call('HINCRBY', KEYS[1], 'seq', 1)
+end
+"""
+
+# KEYS: head, alloc:<sid>, log:<sid>. ARGV: sid, task uid, record.
+_ALLOCATE = _LOG + """
 if redis.call('HGET', KEYS[1], 'sid') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[1]))
-redis.call('HINCRBY', KEYS[1], 'seq', 1)
+log('+' .. ARGV[2] .. '\\0' .. ARGV[3])
 return 1
 """
 
-# KEYS: head, alloc:<sid>. ARGV: sid, task uid.
-_DEALLOCATE = """
+# KEYS: head, alloc:<sid>, log:<sid>. ARGV: sid, task uid.
+_DEALLOCATE = _LOG + """
 if redis.call('HGET', KEYS[1], 'sid') ~= ARGV[1] then return 0 end
-if redis.call('HDEL', KEYS[2], ARGV[2]) == 1 then redis.call('HINCRBY', KEYS[1], 'seq', 1) end
+if redis.call('HDEL', KEYS[2], ARGV[2]) == 1 then log('-' .. ARGV[2]) end
 return 1
 """
 
@@ -115,6 +127,10 @@ class RedisStore:
     def allocations(self, session_id: str) -> list[bytes]:
         return self._redis.hvals(self._key + "alloc:" + session_id)
 
+    def changes(self, session_id: str, after_seq: int) -> list[Change]:
+        entries = self._redis.lrange(self._key + "log:" + session_id, after_seq, -1)
+        return [_change(entry) for entry in entries]
+
     def policy_sources(self, version: str) -> dict[str, str] | None:
         stored = self._redis.get(self._key + "sources:" + version)
         return None if stored is None else json.loads(stored)
@@ -124,12 +140,20 @@ class RedisStore:
         return SessionCounts(**{name.decode(): int(value) for name, value in stored.items()})
 
     def allocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
-        return bool(self._allocate(keys=self._keys("head", "alloc:" + session_id),
+        return bool(self._allocate(keys=self._keys("head", "alloc:" + session_id, "log:" + session_id),
                                    args=[session_id, task_uid, record]))
 
     def deallocate(self, session_id: str, task_uid: str) -> bool:
-        return bool(self._deallocate(keys=self._keys("head", "alloc:" + session_id),
+        return bool(self._deallocate(keys=self._keys("head", "alloc:" + session_id, "log:" + session_id),
                                      args=[session_id, task_uid]))
 
     def _ttl_ms(self) -> int:
         return max(1, int(self.ttl_seconds * 1000))
+
+
+def _change(entry: bytes) -> Change:
+    """A log entry ``+<uid>\\0<record>`` (allocate) or ``-<uid>`` (deallocate) as a Change."""
+    if entry[:1] == b"-":
+        return entry[1:].decode(), None
+    uid, record = entry[1:].split(b"\0", 1)
+    return uid.decode(), record

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from policy_extender.session.store import DEFAULT_TTL_SECONDS, Head, SessionCounts, new_session_id
+from policy_extender.session.store import DEFAULT_TTL_SECONDS, Change, Head, SessionCounts, new_session_id
 
 DEFAULT_FILE_NAME = "policy-extender-session.sqlite3"
 
@@ -32,6 +32,9 @@ CREATE TABLE IF NOT EXISTS snapshot (session_id TEXT PRIMARY KEY, data BLOB NOT 
 CREATE TABLE IF NOT EXISTS allocation (
     session_id TEXT NOT NULL, task_uid TEXT NOT NULL, record BLOB NOT NULL,
     PRIMARY KEY (session_id, task_uid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS change (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, task_uid TEXT NOT NULL, record BLOB,
+    PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS policy_version (version TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS policy_source (
     version TEXT NOT NULL, file TEXT NOT NULL, text TEXT NOT NULL,
@@ -122,6 +125,7 @@ class SqliteStore:
         conn.execute("DELETE FROM head")
         conn.execute("DELETE FROM snapshot")
         conn.execute("DELETE FROM allocation")
+        conn.execute("DELETE FROM change")
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -142,6 +146,12 @@ class SqliteStore:
             "SELECT a.record FROM allocation a JOIN head h USING (session_id)"
             " WHERE a.session_id = ? AND h.expires_at > ?", (session_id, time.time()))
         return [row[0] for row in rows]
+
+    def changes(self, session_id: str, after_seq: int) -> list[Change]:
+        return self._conn().execute(
+            "SELECT c.task_uid, c.record FROM change c JOIN head h USING (session_id)"
+            " WHERE c.session_id = ? AND c.seq > ? AND h.expires_at > ? ORDER BY c.seq",
+            (session_id, after_seq, time.time())).fetchall()
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
         rows = self._conn().execute(
@@ -164,6 +174,7 @@ class SqliteStore:
                 return False
             conn.execute("INSERT OR REPLACE INTO allocation VALUES (?, ?, ?)",
                          (session_id, task_uid, record))
+            _log(conn, session_id, task_uid, record)
             return True
 
     def deallocate(self, session_id: str, task_uid: str) -> bool:
@@ -174,6 +185,7 @@ class SqliteStore:
                                    (session_id, task_uid)).rowcount
             if removed:
                 _bump_if_current(conn, session_id)
+                _log(conn, session_id, task_uid, None)
             return True
 
 
@@ -206,6 +218,12 @@ def _bump_if_current(conn: sqlite3.Connection, session_id: str) -> bool:
     """Add one to ``seq`` if ``session_id`` is the live session; whether it was."""
     return conn.execute("UPDATE head SET seq = seq + 1 WHERE session_id = ? AND expires_at > ?",
                         (session_id, time.time())).rowcount == 1
+
+
+def _log(conn: sqlite3.Connection, session_id: str, task_uid: str, record: bytes | None) -> None:
+    """Record the change that just set ``seq`` (same transaction, so numbers never skip)."""
+    conn.execute("INSERT INTO change SELECT session_id, seq, ?, ? FROM head WHERE session_id = ?",
+                 (task_uid, record, session_id))
 
 
 def _store_sources(conn: sqlite3.Connection, version: str, sources: dict[str, str]) -> None:

@@ -20,6 +20,11 @@ from typing import NamedTuple, Protocol
 DEFAULT_TTL_SECONDS = 300.0
 
 
+#: One event of the cycle: (task UID, allocation record) for an allocate that inserted or replaced,
+#: (task UID, None) for a deallocate that removed one.
+Change = tuple[str, "bytes | None"]
+
+
 class Head(NamedTuple):
     """The current session: its id, its change counter and the policy version pinned at open."""
 
@@ -68,6 +73,11 @@ class SessionStore(Protocol):
 
     def allocations(self, session_id: str) -> list[bytes]:
         """Every allocation record of the session (empty for a stale session)."""
+
+    def changes(self, session_id: str, after_seq: int) -> list[Change]:
+        """The session's events after ``after_seq``, oldest first: the n-th event is the change
+        that set ``seq`` to n, so a reader that applied ``after_seq`` of them reads only the new
+        ones. Empty for a stale session."""
 
     def session_counts(self) -> SessionCounts:
         """Sessions opened, closed, expired and replaced so far."""

@@ -63,7 +63,7 @@ def test_identical_records_of_two_tasks_count_twice(make_store):
     same = encode_allocation(AllocationRecord("", "job-0", "node-a", {GPU: 1.0}))
     store.allocate(session_id, "a", same)
     store.allocate(session_id, "b", same)
-    assert cache_of(store).env().tally.total.gpu == 2
+    assert cache_of(store).env().counters.total.gpu == 2
 
 
 def test_snapshot_decoded_once_per_session_and_counters_once_per_seq(make_store):
@@ -72,15 +72,33 @@ def test_snapshot_decoded_once_per_session_and_counters_once_per_seq(make_store)
     session_id = store.open(encode_snapshot(), "v1", SOURCES)
     for _ in range(5):
         cache.env()
-    assert (cache.counts.snapshot_loads, cache.counts.allocation_loads) == (1, 1)
+    assert (cache.counts.snapshot_loads, cache.counts.change_loads) == (1, 1)
     store.allocate(session_id, "a", allocation("a"))
     store.allocate(session_id, "b", allocation("b"))
     for _ in range(5):
-        assert cache.env().tally.total.tasks == 2
+        assert cache.env().counters.total.tasks == 2
     store.allocate(session_id, "c", allocation("c"))
-    assert cache.env().tally.total.tasks == 3
-    assert (cache.counts.snapshot_loads, cache.counts.allocation_loads) == (1, 3)
-    assert cache.counts.records_decoded == 3  # a and b were not decoded again for c
+    assert cache.env().counters.total.tasks == 3
+    assert (cache.counts.snapshot_loads, cache.counts.change_loads) == (1, 3)
+    assert cache.counts.records_decoded == 3  # only the new event is read and decoded
+
+
+def test_replaced_and_removed_allocations_move_the_counters(make_store):
+    store = make_store()
+    cache = cache_of(store)
+    session_id = store.open(encode_snapshot(), "v1", SOURCES)
+    store.allocate(session_id, "a", allocation("a", "job-0", "node-a", gpus=2, cpu=0.1))
+    assert cache.env().counters.by_node["node-a"].gpu == 2
+    store.allocate(session_id, "a", allocation("a", "job-1", "node-b", gpus=3, cpu=0.2))  # moved
+    store.allocate(session_id, "b", allocation("b", "job-1", "node-b", gpus=1, cpu=0.1))
+    counters = cache.env().counters
+    assert "node-a" not in counters.by_node and "queue-0" not in counters.by_queue
+    assert (counters.by_node["node-b"].tasks, counters.by_queue["queue-1"].gpu) == (2, 4)
+    assert counters.total.cpu == 0.3
+    store.deallocate(session_id, "a")
+    store.deallocate(session_id, "b")
+    counters = cache.env().counters
+    assert (counters.total.tasks, counters.total.cpu, counters.by_job) == (0, 0, {})
 
 
 def test_a_new_session_reloads_the_snapshot_and_resets_the_counters(make_store):
@@ -88,11 +106,11 @@ def test_a_new_session_reloads_the_snapshot_and_resets_the_counters(make_store):
     cache = cache_of(store)
     first = store.open(encode_snapshot({"job-0": "queue-0"}), "v1", SOURCES)
     store.allocate(first, "a", allocation("a"))
-    assert cache.env().tally.total.tasks == 1
+    assert cache.env().counters.total.tasks == 1
     store.open(encode_snapshot({"job-0": "queue-9"}), "v2", SOURCES)
     env = cache.env()
     assert env.head.policy_version == "v2" and env.job("job-0").queue_name == "queue-9"
-    assert env.tally.total.tasks == 0
+    assert env.counters.total.tasks == 0
     assert cache.counts.snapshot_loads == 2
     store.close()
     assert cache.env().open is False
@@ -104,8 +122,8 @@ def test_an_env_taken_by_a_request_does_not_change_under_it(make_store):
     session_id = store.open(encode_snapshot(), "v1", SOURCES)
     taken = cache.env()
     store.allocate(session_id, "a", allocation("a"))
-    assert taken.tally.total.tasks == 0
-    assert cache.env().tally.total.tasks == 1
+    assert taken.counters.total.tasks == 0
+    assert cache.env().counters.total.tasks == 1
 
 
 def test_threads_share_one_cache_while_events_arrive(make_store):
@@ -117,7 +135,7 @@ def test_threads_share_one_cache_while_events_arrive(make_store):
     def read() -> None:
         last = 0
         while not done.is_set():
-            tasks = cache.env().tally.total.tasks
+            tasks = cache.env().counters.total.tasks
             if tasks < last:
                 failures.append((last, tasks))  # counters went backwards
             last = tasks
@@ -131,7 +149,7 @@ def test_threads_share_one_cache_while_events_arrive(make_store):
     for reader in readers:
         reader.join()
     assert failures == []
-    assert cache.env().tally.total.tasks == 200
+    assert cache.env().counters.total.tasks == 200
     assert cache.counts.snapshot_loads == 1
 
 

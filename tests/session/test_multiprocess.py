@@ -9,7 +9,7 @@ import os
 import pytest
 
 from policy_extender.session import SessionCache, decode_allocation
-from policy_extender.session.counts import tally
+from policy_extender.session.counts import count
 
 from .cluster import JOBS, SOURCES, Plan, decode_snapshot, encode_snapshot, expected_records, run_processes
 
@@ -23,10 +23,11 @@ class ProcessLocalStore:
     def __init__(self) -> None:
         self.session = None  # (session_id, seq, version, snapshot)
         self.records: dict[str, bytes] = {}
+        self.log: list[tuple[str, bytes | None]] = []
         self.sources: dict[str, dict] = {}
 
     def open(self, snapshot, policy_version, policy_sources):
-        self.session, self.records = ["local", 0, policy_version, snapshot], {}
+        self.session, self.records, self.log = ["local", 0, policy_version, snapshot], {}, []
         self.sources.setdefault(policy_version, policy_sources)
         return "local"
 
@@ -42,16 +43,21 @@ class ProcessLocalStore:
 
     def allocate(self, session_id, task_uid, record):
         self.records[task_uid] = record
+        self.log.append((task_uid, record))
         self.session[1] += 1
         return True
 
     def deallocate(self, session_id, task_uid):
         if self.records.pop(task_uid, None) is not None:
+            self.log.append((task_uid, None))
             self.session[1] += 1
         return True
 
     def allocations(self, session_id):
         return list(self.records.values())
+
+    def changes(self, session_id, after_seq):
+        return self.log[after_seq:]
 
 
 def play_cycle(store, start_method):
@@ -60,16 +66,16 @@ def play_cycle(store, start_method):
     reports = run_processes(store, start_method, PLAN)
     assert [error for *_, error in reports] == [None] * PLAN.processes
     cache = SessionCache(store, decode_snapshot, decode_allocation)
-    return session_id, reports, sums(cache.env().tally)
+    return session_id, reports, sums(cache.env().counters)
 
 
 def sums(counted):
-    """A tally as comparable data: (total, by queue, by job, by node)."""
+    """Counters as comparable data: (total, by queue, by job, by node)."""
     return counted.total, counted.by_queue, counted.by_job, counted.by_node
 
 
 def expected_totals():
-    return sums(tally(expected_records(PLAN), JOBS.get))
+    return sums(count(expected_records(PLAN), JOBS.get))
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)

@@ -61,6 +61,22 @@ def test_allocate_inserts_or_replaces_and_deallocate_removes(make_store):
     assert store.allocations(session_id) == [b"two"]
 
 
+def test_changes_list_the_events_after_a_seq(make_store):
+    store = make_store()
+    session_id = store.open(SNAPSHOT, "v1", SOURCES)
+    store.allocate(session_id, "task-1", b"one\x00binary")
+    store.allocate(session_id, "task-2", b"")
+    store.deallocate(session_id, "task-3")  # nothing to remove: no event
+    store.deallocate(session_id, "task-1")
+    events = [("task-1", b"one\x00binary"), ("task-2", b""), ("task-1", None)]
+    assert store.head().seq == 3
+    assert store.changes(session_id, 0) == events
+    assert store.changes(session_id, 2) == events[2:]
+    assert store.changes(session_id, 3) == []
+    store.open(SNAPSHOT, "v1", SOURCES)
+    assert store.changes(session_id, 0) == []
+
+
 def test_every_change_bumps_seq_and_a_no_op_does_not(make_store):
     store = make_store()
     session_id = store.open(SNAPSHOT, "v1", SOURCES)
@@ -120,6 +136,7 @@ def test_a_session_never_closed_expires_after_the_ttl(make_store):
     assert store.head() is None
     assert store.snapshot(session_id) is None
     assert store.allocations(session_id) == []
+    assert store.changes(session_id, 0) == []
     assert store.allocate(session_id, "task-2", b"r") is False
 
 
@@ -162,3 +179,4 @@ def test_concurrent_threads_lose_no_event(make_store):
         thread.join()
     assert len(store.allocations(session_id)) == 8 * 40 + 1
     assert store.head().seq == 8 * (50 + 50 + 10)
+    assert len(store.changes(session_id, 0)) == store.head().seq
