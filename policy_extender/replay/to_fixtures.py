@@ -1,0 +1,151 @@
+"""Recorded decisions into fixture files (``docs/testing-policies.md``), expecting the answers the
+given policy set gives now — so a behaviour seen in production becomes a regression test.
+
+Layout under OUT, per cycle::
+
+    <cycle>.fixtures.yaml          policies: relative paths to the policy files; one case per call
+    <cycle>/open.json              the cycle's onSessionOpen body (raw), the cases' session
+    <cycle>/<index>-<verb>.json    each case's raw request body
+
+A case's session is the open body plus the allocations in effect when the call was made
+(allocateFunc minus deallocateFunc so far), written as compact tasks (the fixture format takes
+compact allocations); the runner sends them as Volcano did.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from .engine import DECIDING, Replayer
+from .frames import Problem
+from .reading import Call, Cycle, read_cycles
+
+
+@dataclass
+class Written:
+    files: list[str] = field(default_factory=list)
+    cases: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+def write_fixtures(recording: str, policy_set: Any, policy_dir: str, out: str,
+                   keyword: str | None = None) -> Written:
+    written = Written()
+    replayer = Replayer(policy_set)
+    policy_files = _policy_paths(policy_set, policy_dir, out)
+    for cycle in read_cycles(recording, written.problems):
+        cases = list(_cases(cycle, replayer, out, keyword))
+        if cases:
+            path = Path(out) / f"{cycle.name}.fixtures.yaml"
+            path.write_text(yaml.safe_dump({"policies": policy_files, "cases": cases},
+                                           sort_keys=False, allow_unicode=True), encoding="utf-8")
+            written.files.append(str(path))
+            written.cases += len(cases)
+    return written
+
+
+def _policy_paths(policy_set: Any, policy_dir: str, out: str) -> list[str]:
+    """The set's files, relative to OUT, where fixture files resolve ``policies:``."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return [os.path.relpath(Path(policy_dir) / name, out) for name in sorted(policy_set.sources)]
+
+
+def _cases(cycle: Cycle, replayer: Replayer, out: str, keyword: str | None):
+    """One case per chosen decision of the cycle, replayed to read the answer and its rule."""
+    allocations: dict[str, dict] = {}
+    open_file = None
+    for replayed in replayer.replay(cycle):
+        call = replayed.call
+        if call.verb == "onSessionOpen":
+            open_file = _write_body(out, cycle, "open.json", call.request)
+        _track(call, allocations)
+        if call.verb not in DECIDING or replayed.answer.status != 200 or not _chosen(call, keyword):
+            continue
+        body_file = _write_body(out, cycle, f"{replayed.index:04d}-{call.verb}.json", call.request)
+        yield _case(replayed.index, call, replayer, replayed.answer.body, body_file,
+                    open_file, list(allocations.values()))
+
+
+def _chosen(call: Call, keyword: str | None) -> bool:
+    if not keyword:
+        return True
+    from .diff import subject_of
+    subject = subject_of(call.verb, call.request)
+    return keyword.lower() in f"{call.verb} {subject.name} {subject.node}".lower()
+
+
+def _track(call: Call, allocations: dict[str, dict]) -> None:
+    if call.verb not in ("allocateFunc", "deallocateFunc") or call.status != 200:
+        return
+    task = orjson.loads(call.request).get("task") or {}
+    if call.verb == "allocateFunc":
+        allocations[task.get("UID", "")] = compact_task(task)
+    else:
+        allocations.pop(task.get("UID", ""), None)
+
+
+def compact_task(task: dict) -> dict:
+    """A wire TaskInfo as the compact task ``wire.compact`` expands (what a session counts)."""
+    return {"name": task.get("Name") or "task", "namespace": task.get("Namespace") or "default",
+            "uid": task.get("UID", ""), "job": task.get("Job") or "",
+            "node_name": task.get("NodeName") or "", "requests": whole_requests(task.get("Resreq") or {})}
+
+
+def whole_requests(resource: dict) -> dict:
+    """Volcano's Resource (millicores, bytes, milli scalars) in whole units."""
+    from policy_extender.schema import PLAIN_SCALARS
+    amounts = {"cpu": _whole((resource.get("MilliCPU") or 0) / 1000),
+               "memory": _whole(resource.get("Memory") or 0)}
+    for name, value in (resource.get("ScalarResources") or {}).items():
+        amounts[name] = _whole(value if name in PLAIN_SCALARS else value / 1000)
+    return amounts
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _write_body(out: str, cycle: Cycle, name: str, body: bytes) -> str:
+    directory = Path(out) / cycle.name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_bytes(body)
+    return f"{cycle.name}/{name}"
+
+
+def _case(index: int, call: Call, replayer: Replayer, response: bytes, body_file: str,
+          open_file: str | None, allocations: list[dict]) -> dict:
+    from policy_extender.fixtures.model import DECISION_ALIASES
+    from policy_extender.fixtures.outcome import actual
+    from .diff import subject_of
+    name = DECISION_ALIASES.get(call.verb, call.verb)
+    subject = subject_of(call.verb, call.request)
+    outcome = actual(name, replayer.decision(call.verb, call.request), orjson.loads(response))
+    case = {"name": f"#{index} {call.verb} {subject.name}" + (f" on {subject.node}" if subject.node else ""),
+            "note": f"recorded at {call.where}", "decision": name, "body_file": body_file}
+    if open_file is not None:
+        case["session"] = {"body_file": open_file, "allocations": allocations}
+    case["expect"] = expectation(name, outcome)
+    return case
+
+
+def expectation(name: str, outcome: dict) -> dict:
+    """The ``expect:`` of a case from the outcome the runner reads (fixtures.outcome.actual)."""
+    if name == "filter":
+        if outcome["fits"]:
+            return {"fits": True}
+        return _without_none({"fits": False, "code": outcome["code"], "rule": outcome["rule"]})
+    if name == "score":
+        return {"scores": outcome["scores"]}
+    if name in ("preemptable", "reclaimable"):
+        return {"status": outcome["status"], "victims": outcome["victims"]}
+    return _without_none(outcome)
+
+
+def _without_none(expect: dict) -> dict:
+    return {key: value for key, value in expect.items() if value is not None}
