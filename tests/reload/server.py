@@ -120,12 +120,20 @@ class Server:
         return seen
 
     def wait_all_on(self, version: str, timeout: float = 15.0) -> float:
-        """Seconds until every worker reports ``version`` (sampling /status on new connections)."""
+        """Seconds until every live worker reports ``version`` (sampling /status on new connections).
+
+        A worker counts as live when it answered one of the last few samples, so workers that
+        gunicorn replaced (SIGHUP to the master) drop out.
+        """
         started = time.monotonic()
-        fresh: dict[int, str | None] = {}
+        window = 8 * self.workers
+        last: dict[int, tuple[str | None, int]] = {}  # pid -> (version, sample number)
+        sample_number = 0
         while time.monotonic() - started < timeout:
             _, status = self.get("/status")
-            fresh[status["pid"]] = status["policy_version"]
-            if len(fresh) >= self.workers and all(v == version for v in fresh.values()):
+            sample_number += 1
+            last[status["pid"]] = (status["policy_version"], sample_number)
+            live = [v for v, n in last.values() if n > sample_number - window]
+            if len(live) >= self.workers and all(v == version for v in live):
                 return time.monotonic() - started
-        raise TimeoutError(f"workers never all reached {version}: {fresh}")
+        raise TimeoutError(f"workers never all reached {version}: {last}")

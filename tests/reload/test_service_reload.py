@@ -6,6 +6,7 @@ the kubelet's way (new timestamped directory, ``..data`` renamed over, old direc
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -29,7 +30,7 @@ def start_server(tmp_path, volume):
     servers = []
 
     def start(**options) -> Server:
-        server = Server(volume.root, str(tmp_path), interval=INTERVAL, **options)
+        server = Server(volume.root, str(tmp_path), **{"interval": INTERVAL, **options})
         servers.append(server)
         server.wait_listening()
         return server
@@ -148,3 +149,16 @@ def test_starting_with_a_broken_set_serves_not_ready_and_says_why(volume, langua
     volume.update(fixed)
     server.wait_all_on(version_of(language, fixed))
     assert server.get("/readyz")[0] == 200
+
+
+def test_sighup_to_the_gunicorn_master_reloads_every_worker(volume, language, start_server):
+    v1, v2 = {"a.policy": language.good(1)}, {"a.policy": language.good(2)}
+    volume.update(v1)
+    server = start_server(interval=0)  # no watching: only a restart or a signal reloads
+    server.wait_all_on(version_of(language, v1))
+    volume.update(v2)
+    time.sleep(1.0)
+    assert set(server.worker_versions().values()) == {version_of(language, v1)}
+    server.process.send_signal(signal.SIGHUP)  # gunicorn restarts its workers gracefully
+    server.wait_all_on(version_of(language, v2), timeout=30)
+    assert {server.score(sample("prioritize")) for _ in range(10)} == {2}
