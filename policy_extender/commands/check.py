@@ -30,6 +30,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"policy-extender check: no such file or directory: {', '.join(missing)}", file=sys.stderr)
         return 2
     sets = policy_sets(args.paths)
+    if not sets:
+        print(f"policy-extender check: no *.policy files in {', '.join(args.paths)}", file=sys.stderr)
+        return 2
     reports = [check_set(files) for files in sets.values()]
     (_print_json if args.format == "json" else _print_text)(reports)
     return 1 if any(r["diagnostics"] for r in reports) else 0

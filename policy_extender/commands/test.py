@@ -51,8 +51,7 @@ def _print(args, results, coverage, reporters, render) -> None:
         print(line)
     if coverage is not None:
         print(render(coverage))
-    from policy_extender.fixtures.results import Tally
-    print(Tally.of(results).summary())
+    print(reporters.summary_line(results))
 
 
 def _exit_status(tally, coverage: dict | None, fail_under: float | None) -> int:
