@@ -15,6 +15,7 @@ compact allocations); the runner sends them as Volcano did.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,16 +136,16 @@ def _case(index: int, call: Call, replayer: Replayer, response: bytes, body_file
 
 
 def expectation(name: str, outcome: dict) -> dict:
-    """The ``expect:`` of a case from the outcome the runner reads (fixtures.outcome.actual)."""
-    if name == "filter":
-        if outcome["fits"]:
-            return {"fits": True}
-        return _without_none({"fits": False, "code": outcome["code"], "rule": outcome["rule"]})
-    if name == "score":
-        return {"scores": outcome["scores"]}
-    if name in ("preemptable", "reclaimable"):
-        return {"status": outcome["status"], "victims": outcome["victims"]}
-    return _without_none(outcome)
+    """The ``expect:`` of a case from the outcome the runner reads (fixtures.outcome.actual):
+    every outcome the decision's ``expect:`` takes, reasons as exact (escaped) regexes."""
+    from policy_extender.fixtures.model import DECISIONS
+    if name == "filter" and outcome["fits"]:
+        return {"fits": True}
+    allowed = DECISIONS[name].expect_keys - {"order"}  # scores say it; ties make order ambiguous
+    expect = {key: value for key, value in outcome.items() if key in allowed}
+    if expect.get("reason"):
+        expect["reason"] = "^" + re.escape(expect["reason"]) + "$"
+    return _without_none({key: value for key, value in expect.items() if value != ""})
 
 
 def _without_none(expect: dict) -> dict:
