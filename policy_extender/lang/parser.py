@@ -28,9 +28,9 @@ _QUANTITY_SUFFIXES = {
 }
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
 _TOKEN_WORDS = {
-    "_NL": "the end of the statement", "$END": "the end of the file", "NAME": "a name",
-    "NUMBER": "a number", "QUANTITY": "a quantity", "STRING": "a string", "KIND": "a rule kind",
-    "RULE_NAME": "a rule name", "CMP": "a comparison", "LPAR": "'('", "RPAR": "')'",
+    "_NL": "the end of the statement", "$END": "the end of the file", "NAME": "name",
+    "NUMBER": "number", "QUANTITY": "quantity", "STRING": "string", "KIND": "rule kind",
+    "RULE_NAME": "rule name", "CMP": "comparison", "LPAR": "'('", "RPAR": "')'",
     "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "DOT": "'.'",
 }
 
@@ -170,12 +170,16 @@ def _describe(token) -> str:
 
 def _expected(err) -> str | None:
     expected = sorted(getattr(err, "expected", None) or ())
-    words = [_TOKEN_WORDS.get(e, None) or _terminal_text(e) for e in expected]
+    words = [_a(_TOKEN_WORDS[e]) if e in _TOKEN_WORDS else _terminal_text(e) for e in expected]
     words = [w for w in words if w]
     if not words:
         return None
     shown = ", ".join(words[:8]) + (", ..." if len(words) > 8 else "")
     return f"expected {shown}"
+
+
+def _a(word: str) -> str:
+    return word if word.startswith(("'", "the ")) else f"a {word}"
 
 
 def _terminal_text(name: str) -> str | None:
