@@ -49,6 +49,7 @@ def settings(config: Config) -> dict[str, Any]:
         "loglevel": config.log_level,
         "accesslog": None,  # one line per verb call comes from the app, at debug level
         "errorlog": "-",
+        "logconfig_dict": _logconfig(config),
         "preload_app": False,  # each worker builds its app after fork: own store connections, own reloader
         "on_starting": on_starting,
         "child_exit": child_exit,
@@ -57,6 +58,12 @@ def settings(config: Config) -> dict[str, Any]:
         # (or test servers) on one host would take it from each other; nothing here uses it.
         "control_socket_disable": True,
     }
+
+
+def _logconfig(config: Config) -> dict[str, Any]:
+    """gunicorn's own lines in the service's format (text or JSON lines)."""
+    from policy_extender import logs
+    return logs.gunicorn_logconfig(config.log_level, config.log_format)
 
 
 def on_starting(server: Any) -> None:

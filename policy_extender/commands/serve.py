@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 HELP = "run the extender service (gunicorn) on the policy directories"
@@ -27,8 +26,8 @@ def run(args: argparse.Namespace) -> int:
     except config_module.ConfigError as exc:
         print(f"policy-extender serve: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=config.log_level.upper(),
-                        format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
+    from policy_extender import logs
+    logs.configure(config.log_level, config.log_format)
     policies_ok = _policies_compile(config)
     if args.check:
         print(config)

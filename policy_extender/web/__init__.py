@@ -21,6 +21,7 @@ log = logging.getLogger("policy_extender.web")
 
 def create_app(config: Config | None = None, *, sessions=None, start: bool = True) -> Flask:
     """A Flask app serving ``config`` (defaults when None); ``sessions`` overrides the store."""
+    from policy_extender.logs import RequestIdMiddleware
     from policy_extender.web.dispatch import VerbDispatch
     from policy_extender.web.ops import ops
 
@@ -31,7 +32,7 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
     app.register_error_handler(HTTPException, _http_error)
     svc.on_request_finished(_observe)
     svc.on_request_finished(_log_line)
-    app.wsgi_app = VerbDispatch(svc, app.wsgi_app)
+    app.wsgi_app = RequestIdMiddleware(VerbDispatch(svc, app.wsgi_app))
     if start:
         svc.start()
     return app
@@ -54,9 +55,14 @@ def _observe(record: RequestRecord) -> None:
 
 
 def _log_line(record: RequestRecord) -> None:
-    if record.status != 200:
+    """One line per verb call: DEBUG for answers, WARNING for refusals, ERROR for failures."""
+    from policy_extender import logs
+    if record.status >= 500:
+        logs.log_error(f"{record.verb} answered {record.status}: {record.error}", verb=record.verb,
+                       status=record.status, body_bytes=record.body_bytes)
+    elif record.status != 200:
         log.warning("%s %d %.1fms %dB %s", record.verb, record.status, record.seconds * 1000,
                     record.body_bytes, record.error)
-    elif log.isEnabledFor(logging.DEBUG):
-        log.debug("%s %s rule=%s %.1fms %dB", record.verb, record.decision or "-", record.rule or "-",
-                  record.seconds * 1000, record.body_bytes)
+    else:
+        logs.log_request(record.verb, None, None, record.decision or "-", record.rule or None,
+                         record.seconds)
