@@ -6,6 +6,7 @@ the kubelet's way (new timestamped directory, ``..data`` renamed over, old direc
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -162,3 +163,17 @@ def test_sighup_to_the_gunicorn_master_reloads_every_worker(volume, language, st
     server.process.send_signal(signal.SIGHUP)  # gunicorn restarts its workers gracefully
     server.wait_all_on(version_of(language, v2), timeout=30)
     assert {server.score(sample("prioritize")) for _ in range(10)} == {2}
+
+
+def test_sighup_to_a_worker_reloads_that_worker_at_once(volume, language, start_server):
+    v1, v2 = {"a.policy": language.good(1)}, {"a.policy": language.good(2)}
+    volume.update(v1)
+    server = start_server(interval=600, inotify=False)  # neither polling nor inotify in time
+    server.wait_all_on(version_of(language, v1))
+    volume.update(v2)
+    workers = server.worker_versions()
+    assert set(workers.values()) == {version_of(language, v1)}
+    for pid in workers:
+        os.kill(pid, signal.SIGHUP)
+    assert server.wait_all_on(version_of(language, v2), timeout=10) < 10
+    assert set(server.worker_versions()) == set(workers)  # the same processes, not restarted
