@@ -190,10 +190,13 @@ class PolicySet:
         for rule in self._rules("enqueue"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
                 continue
-            if rule.evaluate(rule.test, c) is not True:
+            passed = rule.evaluate(rule.test, c) is True
+            if rule.permit:
+                # a permit rule only ever votes Permit (true) or abstains (false/null)
+                if passed and permit is None:
+                    permit = rule
+            elif not passed:
                 return StatusDecision(-1, rule.name, _why_not(rule, c))
-            if rule.permit and permit is None:
-                permit = rule
         if permit is not None:
             return StatusDecision(1, permit.name, _why(permit, c))
         return StatusDecision(0)
