@@ -25,7 +25,7 @@ def environ(path: str, body: bytes) -> dict:
 
 def call(app, path: str, body: bytes) -> bytes:
     answer = {}
-    chunks = app.wsgi_app(environ(path, body), lambda status, headers: answer.setdefault("status", status))
+    chunks = app.wsgi_app(environ(path, body), lambda status, headers, exc_info=None: answer.setdefault("status", status))
     data = b"".join(chunks)
     assert answer["status"].startswith("200"), (answer, data[:300])
     return data
