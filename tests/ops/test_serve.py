@@ -44,7 +44,7 @@ def service(tmp_path):
                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "wb"))
     try:
         wait_ready(port, process, tmp_path / "stderr")
-        yield port, env
+        yield port, {**env, "STDERR": str(tmp_path / "stderr")}
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -137,3 +137,20 @@ def test_requests_on_every_worker_are_counted_once_and_survive_a_worker_crash(se
     assert list(infos.values()) == [1.0]
     assert not any(f"_{victim}.db" in name and name.startswith("gauge_live")
                    for name in os.listdir(service[1]["PROMETHEUS_MULTIPROC_DIR"]))
+
+
+@pytest.mark.xfail(strict=True, reason="serve.py still calls logging.basicConfig: it should call "
+                   "logs.configure(config.log_level, config.log_format), pass "
+                   "logconfig_dict=logs.gunicorn_logconfig(...) to gunicorn and wrap the app in "
+                   "logs.RequestIdMiddleware; remove this mark when it does")
+def test_json_logs_and_request_ids_through_the_service(service):
+    port, env = service
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("POST", "/predicate", b"{not json", {"X-Request-Id": "e2e-42"})
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    assert response.getheader("X-Request-Id") == "e2e-42"
+    time.sleep(0.5)
+    lines = [json.loads(line) for line in Path(env["STDERR"]).read_text().splitlines() if line.strip()]
+    assert any(entry.get("request_id") == "e2e-42" for entry in lines)
