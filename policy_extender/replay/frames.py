@@ -1,12 +1,17 @@
 """The recording file format: one file per cycle per worker, a sequence of framed records.
 
-Every record is one frame, written with a single ``write`` on a file opened ``O_APPEND``::
+Every record is one frame, written with a single ``writev`` on a file opened ``O_APPEND``::
 
-    b"PX"  u32 big-endian length  u32 big-endian CRC-32 of the payload  payload (msgpack map)
+    b"PX"  u32 big-endian length  u32 big-endian CRC-32 of the payload  payload
+    payload = u32 meta length, meta (a msgpack map), then the blobs the meta lists, raw
+
+``meta["blobs"]`` is ``[[name, length], ...]``: the reader puts each blob into the record under
+its name. Bodies travel as blobs so the writer never copies them while holding the GIL.
 
 The first record of a file is the header (``type: "header"``, ``format: FORMAT_VERSION``); the
-others are calls (``type: "call"``): verb, zlib-compressed request and response bytes, status,
-policy version, start time in ns, worker pid and a per-worker sequence number.
+others are calls (``type: "call"``): verb, blobs ``request`` and ``response`` (``encoding``
+``identity``, or ``zlib`` when the recorder compresses), status, policy version, start time in
+ns, worker pid and a per-worker sequence number.
 
 A damaged frame is reported with its file and byte offset: a bad checksum skips that record
 (its length is still trusted), a bad marker or a frame cut short ends the file.
@@ -44,17 +49,32 @@ class Problem:
         return f"{self.file}: record at byte offset {self.offset}: {self.message}"
 
 
-def frame(record: dict) -> bytes:
-    payload = _encoder.encode(record)
-    return _HEAD.pack(MARKER, len(payload), zlib.crc32(payload)) + payload
+_META_LENGTH = struct.Struct(">I")
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write ``data`` whole (a regular file takes it in one call; loop only on a short write)."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def frame_parts(meta: dict, **blobs: bytes) -> list[bytes]:
+    """The buffers of one frame (for ``os.writev``): no body is copied."""
+    meta = {**meta, "blobs": [[name, len(blob)] for name, blob in blobs.items()]}
+    encoded = _encoder.encode(meta)
+    parts = [_META_LENGTH.pack(len(encoded)), encoded, *blobs.values()]
+    checksum = 0
+    for part in parts:
+        checksum = zlib.crc32(part, checksum)
+    return [_HEAD.pack(MARKER, sum(map(len, parts)), checksum), *parts]
+
+
+def frame(meta: dict, **blobs: bytes) -> bytes:
+    return b"".join(frame_parts(meta, **blobs))
+
+
+def write_all(fd: int, parts: list[bytes]) -> None:
+    """Write the buffers whole, in one ``writev`` (a regular file takes them in one call; loop
+    only on a short write)."""
+    total, written = sum(map(len, parts)), os.writev(fd, parts)
+    if written < total:
+        rest = memoryview(b"".join(parts))[written:]
+        while rest:
+            rest = rest[os.write(fd, rest):]
 
 
 def compress(data: bytes) -> bytes:
@@ -104,7 +124,20 @@ def _record_at(path: str, data: bytes, offset: int, problems: list[Problem]):
         problems.append(Problem(path, offset, "checksum mismatch: record skipped"))
         return None, end
     try:
-        return _decoder.decode(payload), end
-    except msgspec.DecodeError as error:
+        return _unpack(payload), end
+    except (msgspec.DecodeError, struct.error, ValueError, TypeError) as error:
         problems.append(Problem(path, offset, f"undecodable record ({error}): skipped"))
         return None, end
+
+
+def _unpack(payload: bytes) -> dict:
+    """meta + blobs -> one dict (blobs under their names)."""
+    (meta_length,) = _META_LENGTH.unpack_from(payload, 0)
+    start = _META_LENGTH.size + meta_length
+    record = _decoder.decode(payload[_META_LENGTH.size:start])
+    for name, length in record.pop("blobs", ()):
+        if start + length > len(payload):
+            raise ValueError(f"blob {name!r} runs past the end of its record")
+        record[name] = payload[start:start + length]
+        start += length
+    return record

@@ -108,9 +108,19 @@ def _call(file: str, offset: int, record: dict, problems: list[Problem]) -> Call
     try:
         return Call(record["verb"], record["status"], record["policy_version"],
                     record["started_ns"], record["pid"], record["seq"],
-                    frames.decompress(record["request"]), frames.decompress(record["response"]),
+                    _body(record, "request"), _body(record, "response"),
                     f"{file}:{offset}", record.get("dropped_before", 0))
     except (KeyError, TypeError, zlib.error) as error:
         problems.append(Problem(file, offset, f"unreadable call record ({type(error).__name__}: "
                                 f"{error}): skipped"))
         return None
+
+
+def _body(record: dict, key: str) -> bytes:
+    """A body as recorded: ``encoding`` ``zlib`` (compressed) or ``identity``."""
+    encoding = record.get("encoding", "zlib")
+    if encoding == "identity":
+        return bytes(record[key])
+    if encoding != "zlib":
+        raise KeyError(f"unknown body encoding {encoding!r}")
+    return frames.decompress(record[key])

@@ -63,10 +63,14 @@ class Recorder:
     def __init__(self, directory: str, *, sample: float = 1.0, max_bytes: int = 1 << 30,
                  redact_kinds: frozenset[str] = frozenset(), queue_items: int = 4096,
                  queue_bytes: int = 256 << 20,
-                 annotation_keys: Callable[[str], frozenset[str]] | None = None) -> None:
+                 annotation_keys: Callable[[str], frozenset[str]] | None = None,
+                 compress: bool = False) -> None:
         self.directory = os.path.abspath(directory)
         self.sample, self.max_bytes, self.redact_kinds = sample, max_bytes, frozenset(redact_kinds)
         self.queue_items, self.queue_bytes = queue_items, queue_bytes
+        # zlib shrinks bodies ~4x but costs ~400 us of CPU per 25 KB predicate on a small node,
+        # which competes with the requests (docs/replay.md has the figures): off by default.
+        self.compress = compress
         self.annotation_keys = annotation_keys or (lambda version: frozenset())
         self.counts = RecorderCounts()
         self._pid = None
@@ -170,17 +174,21 @@ class _Writer:
         cycle, session_id, opened_at, verb, request, status, response, version, started_ns = item
         fd = self._file(cycle, session_id, opened_at)
         self.seq += 1
-        record = {"type": "call", "verb": verb, "status": status, "policy_version": version,
-                  "started_ns": started_ns, "pid": os.getpid(), "seq": self.seq,
-                  "request": frames.compress(self._redacted(request, version)),
-                  "response": frames.compress(self._redacted_response(verb, response, version))}
+        meta = {"type": "call", "verb": verb, "status": status, "policy_version": version,
+                "started_ns": started_ns, "pid": os.getpid(), "seq": self.seq,
+                "encoding": "zlib" if self.recorder.compress else "identity"}
         dropped = self.recorder._drops.pop(cycle, 0)
         if dropped:
-            record["dropped_before"] = dropped
-        data = frames.frame(record)
-        frames.write_all(fd, data)
+            meta["dropped_before"] = dropped
+        parts = frames.frame_parts(
+            meta, request=self._encoded(self._redacted(request, version)),
+            response=self._encoded(self._redacted_response(verb, response, version)))
+        frames.write_all(fd, parts)
         self.recorder.counts.recorded += 1
-        self._account(len(data), cycle)
+        self._account(sum(map(len, parts)), cycle)
+
+    def _encoded(self, body: bytes) -> bytes:
+        return frames.compress(body) if self.recorder.compress else body
 
     def _redacted(self, body: bytes, version: str) -> bytes:
         kinds = self.recorder.redact_kinds
@@ -212,7 +220,7 @@ class _Writer:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         os.fchmod(fd, 0o600)
         if os.fstat(fd).st_size == 0:
-            frames.write_all(fd, frames.frame(self._header(cycle, session_id, opened_at)))
+            frames.write_all(fd, frames.frame_parts(self._header(cycle, session_id, opened_at)))
         self.files[cycle] = fd
         while len(self.files) > OPEN_FILES:
             os.close(self.files.popitem(last=False)[1])
@@ -222,7 +230,7 @@ class _Writer:
     def _header(self, cycle: str, session_id: str | None, opened_at: float | None) -> dict:
         return {"type": "header", "format": frames.FORMAT_VERSION, "cycle": cycle,
                 "session_id": session_id or "", "opened_at": opened_at, "host": self.host,
-                "pid": os.getpid(), "created_at": time.time(), "compression": "zlib",
+                "pid": os.getpid(), "created_at": time.time(),
                 "redacted": sorted(self.recorder.redact_kinds)}
 
     def _account(self, size: int, cycle: str) -> None:
