@@ -30,7 +30,7 @@ import msgspec
 FORMAT_VERSION = 1
 MARKER = b"PX"
 _HEAD = struct.Struct(">2sII")
-#: A frame longer than this is damage, not data (the largest body limit is 512 MiB).
+#: A frame longer than this is damage, not data (the default onSessionOpen body limit is 1 GiB).
 MAX_FRAME = 1 << 30
 
 _encoder = msgspec.msgpack.Encoder()

@@ -48,7 +48,7 @@ class Service:
         self.config = config
         self.routes: dict[str, str] = config.verb_paths()
         self.policies = PolicyStore()
-        self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval or 3600.0,
+        self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval,
                                        on_change=self._activate, on_error=self._reload_failed)
         self.sessions = sessions if sessions is not None else open_session_store(config)
         self.session_cache = _session_cache(self.sessions)
@@ -57,10 +57,8 @@ class Service:
 
     def start(self) -> "Service":
         """Load the policies now (never raises: a bad set leaves /readyz at 503), then watch."""
-        if self.config.reload_interval > 0:
-            self.reloader.start()
-        else:
-            self.reloader.reload_now()
+        # interval 0: load once, then reload only on request (SIGHUP to this worker)
+        self.reloader.start()
         return self
 
     def stop(self) -> None:

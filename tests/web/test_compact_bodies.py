@@ -17,6 +17,7 @@ filter gpu: free_gpu >= task_gpu
 score gpu-free: free_gpu
 enqueue small: job.min_available <= 2
   permit
+enqueue gang-cap: job.min_available <= 4
 overused cap: queue.allocated.gpu >= queue.capability.gpu
 victim cheap: evictee.priority < 10
 """}
@@ -50,7 +51,7 @@ def test_prioritize_scores_whole_gpus_not_milli(client):
     assert decide(client, "prioritize", compact.prioritize_body(TASK, nodes)).nodeScore == {"n1": 3.0, "n2": 0.0}
 
 
-@pytest.mark.parametrize("min_available, status", [(2, 1), (3, -1)])
+@pytest.mark.parametrize("min_available, status", [(2, 1), (3, 0), (5, -1)])
 def test_enqueue_permit_modifier(client, min_available, status):
     body = compact.job_body({"name": "j", "queue": "q", "min_available": min_available})
     assert decide(client, "jobEnqueueable", body).status == status

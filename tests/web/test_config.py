@@ -23,7 +23,9 @@ def test_defaults_match_volcanos_sidecar_and_the_wire_doc():
     assert cfg.bind == "127.0.0.1:8713"
     assert cfg.policy_dirs == ("policies",)
     assert cfg.body_limit_for("predicate") == 16 * MIB
-    assert cfg.body_limit_for("onSessionOpen") == 512 * MIB
+    # the wire doc's sizes: snapshot 268 MB at 500 nodes x 30 pods, prioritize up to 93 MB
+    assert cfg.body_limit_for("onSessionOpen") == 1024 * MIB
+    assert cfg.body_limit_for("prioritize") == 256 * MIB
     assert cfg.verb_paths()["/predicate"] == "predicate" and len(cfg.verb_paths()) == 12
 
 
@@ -53,7 +55,7 @@ def test_renamed_verbs_map_paths_to_kinds_and_keep_the_rest(tmp_path):
 def test_body_limits_merge_with_the_snapshot_default():
     cfg = load({"body_limits": "predicate=1MiB"}, {})
     assert cfg.body_limit_for("predicate") == MIB
-    assert cfg.body_limit_for("onSessionOpen") == 512 * MIB
+    assert cfg.body_limit_for("onSessionOpen") == 1024 * MIB
     assert cfg.body_limit_for("jobReady") == 16 * MIB
 
 
