@@ -161,7 +161,7 @@ def _number(value):
         return None
     try:
         amount = Decimal(match.group(1)) * Decimal(_SUFFIXES.get(match.group(2), 1))
-    except InvalidOperation:
+    except ArithmeticError:  # InvalidOperation, and Overflow for exponents like 9e999999999
         return None
     if not amount.is_finite() or abs(amount) > runtime.MAX_NUMBER:
         return None
