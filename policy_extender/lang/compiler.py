@@ -27,11 +27,12 @@ _CAUGHT = (TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionErr
 class Context:
     """The roots one evaluation reads. ``job``, ``queue`` and ``session`` are computed on first use."""
 
-    __slots__ = ("task", "node", "evictor", "evictee", "env", "vars", "_job", "_queue", "_session")
+    __slots__ = ("task", "node", "evictor", "evictee", "env", "vars", "work", "_job", "_queue", "_session")
 
     def __init__(self, env, slots: int, task=None, node=None, job=None, queue=None, evictor=None, evictee=None):
         self.task, self.node, self.evictor, self.evictee, self.env = task, node, evictor, evictee, env
         self.vars = [None] * slots
+        self.work = runtime.MAX_WORK  # what this evaluation may still visit (see _spent)
         self._job = job if job is not None else _UNSET
         self._queue = queue if queue is not None else _UNSET
         self._session = _UNSET
@@ -222,17 +223,19 @@ class Compiler:
         if op in ast.ARITHMETIC:
             return _arithmetic(op, fl, fr, node.span)
         if op in ("in", "not in"):
-            want = op == "in"
-            return lambda c: runtime.contains(fr(c), fl(c)) is want
-        return self.comparison(op, fl, fr, self.type_of(node.left), self.type_of(node.right))
+            want, span = op == "in", node.span
+            return lambda c: runtime.contains(_spent(c, fr(c), span), fl(c)) is want
+        return self.comparison(op, fl, fr, self.type_of(node.left), self.type_of(node.right), node.span)
 
-    def comparison(self, op: str, fl: Fn, fr: Fn, left: str, right: str) -> Fn:
+    def comparison(self, op: str, fl: Fn, fr: Fn, left: str, right: str, span=None) -> Fn:
         same_scalar = left == right and left in types.SCALARS
         if op in ("==", "!="):
             if same_scalar:
                 return (lambda c: fl(c) == fr(c)) if op == "==" else (lambda c: fl(c) != fr(c))
             equal = runtime.equal
-            return (lambda c: equal(fl(c), fr(c))) if op == "==" else (lambda c: not equal(fl(c), fr(c)))
+            if op == "==":
+                return lambda c: equal(_spent(c, fl(c), span), fr(c))
+            return lambda c: not equal(_spent(c, fl(c), span), fr(c))
         compare = _ORDER[op]
         if same_scalar:
             return lambda c: (a := fl(c)) is not None and (b := fr(c)) is not None and compare(a, b)
@@ -252,6 +255,27 @@ class Compiler:
 
 
 # --- closure builders (module functions so the closures capture only what they need) -------------
+
+def _spent(c: Context, value, span):
+    """``value``, after charging what visiting it costs to this evaluation's work budget.
+
+    One aggregate is bounded by MAX_ITERATIONS, but nested aggregates, or list operations inside
+    one, multiply: the budget bounds the whole evaluation (E512), so no policy can hold a worker.
+    """
+    if type(value) in (list, dict, str):
+        c.work -= runtime.cost(value)
+        if c.work < 0:
+            raise EvalError("E512", f"evaluation visited more than {runtime.MAX_WORK} elements "
+                            "(nested aggregates or list operations inside one); limit "
+                            f"{runtime.MAX_WORK}", span)
+    return value
+
+
+def _elements(c: Context, items: Fn, span) -> list:
+    """The elements an aggregate visits (bounded), charged to the work budget."""
+    values = runtime.iterable(items(c), span)
+    return _spent(c, values, span) if values else values
+
 
 def _all_true(fns: list[Fn]) -> Fn:
     if len(fns) == 1:
@@ -289,7 +313,7 @@ def _index(obj: Fn, key: Fn) -> Fn:
 
 def _call(impl, args: list[Fn], nulls: bool, span) -> Fn:
     def call(c):
-        values = [a(c) for a in args]
+        values = [_spent(c, a(c), span) for a in args]
         if not nulls and any(v is None for v in values):
             return None
         try:
@@ -325,7 +349,7 @@ def _arithmetic(op: str, fl: Fn, fr: Fn, span) -> Fn:
                 return None
             return number(a / b if op == "/" else a % b, span)
         if op == "+" and type(a) is type(b) and isinstance(a, (str, list)):
-            return sized(a + b, span)
+            return _spent(c, sized(a + b, span), span)
         return None
     return arithmetic
 
@@ -333,7 +357,7 @@ def _arithmetic(op: str, fl: Fn, fr: Fn, span) -> Fn:
 def _sum(items, elem, cond, slot, span, bool_elem) -> Fn:
     def total(c):
         vars_, result = c.vars, 0
-        for x in runtime.iterable(items(c), span):
+        for x in _elements(c, items, span):
             vars_[slot] = x
             if cond is None or cond(c) is True:
                 v = elem(c)
@@ -346,7 +370,7 @@ def _sum(items, elem, cond, slot, span, bool_elem) -> Fn:
 def _count(items, elem, cond, slot, span, bool_elem) -> Fn:
     def count(c):
         vars_, result = c.vars, 0
-        for x in runtime.iterable(items(c), span):
+        for x in _elements(c, items, span):
             vars_[slot] = x
             if cond is None or cond(c) is True:
                 v = elem(c)
@@ -358,7 +382,7 @@ def _count(items, elem, cond, slot, span, bool_elem) -> Fn:
 def _any(items, elem, cond, slot, span, bool_elem) -> Fn:
     def any_(c):
         vars_ = c.vars
-        for x in runtime.iterable(items(c), span):
+        for x in _elements(c, items, span):
             vars_[slot] = x
             if (cond is None or cond(c) is True) and elem(c) is True:
                 return True
@@ -369,7 +393,7 @@ def _any(items, elem, cond, slot, span, bool_elem) -> Fn:
 def _all(items, elem, cond, slot, span, bool_elem) -> Fn:
     def all_(c):
         vars_ = c.vars
-        for x in runtime.iterable(items(c), span):
+        for x in _elements(c, items, span):
             vars_[slot] = x
             if (cond is None or cond(c) is True) and elem(c) is not True:
                 return False
@@ -381,7 +405,7 @@ def _extreme(pick):
     def build(items, elem, cond, slot, span, bool_elem) -> Fn:
         def extreme(c):
             vars_, best = c.vars, None
-            for x in runtime.iterable(items(c), span):
+            for x in _elements(c, items, span):
                 vars_[slot] = x
                 if cond is None or cond(c) is True:
                     v = elem(c)

@@ -8,6 +8,7 @@ from policy_extender.errors import EvalError
 MAX_NUMBER = 2**63            # |a number| beyond this is an error (Go's int64 range)
 MAX_LENGTH = 65536            # characters of a built string, elements of a built list
 MAX_ITERATIONS = 100_000      # elements an aggregate may visit
+MAX_WORK = 1_000_000          # elements one evaluation may visit (aggregates, list operations)
 
 
 def is_number(value: object) -> bool:
@@ -86,6 +87,15 @@ def iterable(value: object, span=None) -> list:
     if len(value) > MAX_ITERATIONS:
         raise EvalError("E512", f"aggregate over {len(value)} elements (limit {MAX_ITERATIONS})", span)
     return value
+
+
+def cost(value: object) -> int:
+    """What visiting ``value`` costs against MAX_WORK: list/map elements, string characters / 64."""
+    if isinstance(value, (list, dict)):
+        return len(value)
+    if isinstance(value, str):
+        return len(value) >> 6
+    return 0
 
 
 def fmt(value: object, limit: int = 80) -> str:

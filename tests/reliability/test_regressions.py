@@ -4,11 +4,15 @@ Every test here failed before its fix (see git log for the commit that fixed it)
 
 from __future__ import annotations
 
+import time
 
+import pytest
 
+from policy_extender.errors import EvalError
 from policy_extender.policy import compile_sources
 from reliability.views import evaluate_in_and_out_of_session
 
+HANG_GUARD = 20.0  # seconds: only catches a hang, never a performance target
 
 
 def doubled_string(lets: int) -> str:
@@ -20,3 +24,25 @@ def test_number_of_a_huge_exponent_is_null_not_a_decimal_overflow():
     policy = compile_sources({"n.policy": 'filter n: number("9e999999999") == null\n'
                                            'filter m: number("9e999999E") == null\n'})
     evaluate_in_and_out_of_session(policy)  # raised decimal.Overflow before the fix
+
+
+def test_nested_aggregates_are_bounded_by_the_evaluation_work_budget():
+    source = doubled_string(12) + '\nfilter a: sum(sum(1 for y in split(s12, "")) for x in split(s12, "")) > 0\n'
+    policy = compile_sources({"a.policy": source})
+    started = time.monotonic()
+    with pytest.raises(EvalError) as caught:
+        evaluate_in_and_out_of_session(policy)  # ~60 s of work at 4096, hours at 65536, before the fix
+    assert time.monotonic() - started < HANG_GUARD
+    assert caught.value.code == "E512"
+    assert caught.value.message == ("evaluation visited more than 1000000 elements (nested aggregates "
+                                    "or list operations inside one); limit 1000000")
+
+
+def test_membership_tests_inside_an_aggregate_count_against_the_budget():
+    source = doubled_string(14) + '\nlet l = split(s14, "")\nfilter a: count(x for x in l if "b" in l) == 0\n'
+    policy = compile_sources({"a.policy": source})
+    started = time.monotonic()
+    with pytest.raises(EvalError) as caught:
+        evaluate_in_and_out_of_session(policy)
+    assert time.monotonic() - started < HANG_GUARD
+    assert caught.value.code == "E512"
