@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from policy_extender import logs
     logs.configure(config.log_level, config.log_format)
-    policies_ok = _policies_compile(config)
+    policies_ok = _policies_compile(config, announce=args.check)
     if args.check:
         print(config)
         return 0 if policies_ok else 1
@@ -41,15 +41,19 @@ def _given_flags(args: argparse.Namespace) -> dict:
     return {opt.name: getattr(args, opt.name) for opt in OPTIONS if getattr(args, opt.name) is not None}
 
 
-def _policies_compile(config) -> bool:
+def _policies_compile(config, announce: bool) -> bool:
     """Load the policies once in the master and say what was found.
 
     A broken set does not stop the service: it starts not ready (``/readyz`` 503 with the errors)
     and becomes ready by itself when the files are fixed (a ConfigMap update), which is kinder to
     a Kubernetes rollout than a crash loop. ``--check`` turns the errors into exit status 1.
+    When serving, the reloader's own log lines (in the configured text or JSON format) say what
+    was loaded; ``--check`` prints it instead (``announce``).
     """
     from policy_extender.reload import PolicyReloader
     status = PolicyReloader(config.policy_dirs, 0, inotify=False).reload_now()
+    if not announce:
+        return status.ready
     if status.ready:
         print(f"policy-extender: policy version {status.version} from {', '.join(config.policy_dirs)}: "
               f"{', '.join(status.files) or 'no policy files'}", file=sys.stderr)

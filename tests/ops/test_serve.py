@@ -139,10 +139,6 @@ def test_requests_on_every_worker_are_counted_once_and_survive_a_worker_crash(se
                    for name in os.listdir(service[1]["PROMETHEUS_MULTIPROC_DIR"]))
 
 
-@pytest.mark.xfail(strict=True, reason="serve.py still calls logging.basicConfig: it should call "
-                   "logs.configure(config.log_level, config.log_format), pass "
-                   "logconfig_dict=logs.gunicorn_logconfig(...) to gunicorn and wrap the app in "
-                   "logs.RequestIdMiddleware; remove this mark when it does")
 def test_json_logs_and_request_ids_through_the_service(service):
     port, env = service
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
