@@ -1,0 +1,84 @@
+"""CPU per call of each app in one process, side by side: the service's WSGI app, the hand-written
+WSGI baseline and the bare floor answering the same bodies (no sockets, no gunicorn).
+
+Rounds are interleaved (service, handwritten, bare, service, ...) and timed with the process's
+CPU clock, so background load on a shared machine moves every app alike; the median round is
+reported, with the ratios. This isolates what the app itself costs per call; ``python -m bench``
+measures the same apps under a real gunicorn.
+
+``python -m bench.inprocess [--verb predicate|prioritize] [--calls N] [--rounds R]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import tempfile
+import time
+
+from bench import bare_wsgi, handwritten
+from bench.generate import Bodies, Cluster, ClusterSpec
+from bench.scenarios import predicate_calls
+from bench.server import POLICY_DIR
+
+
+def environ(path: str, body: bytes) -> dict:
+    return {"REQUEST_METHOD": "POST", "PATH_INFO": path, "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "SERVER_NAME": "bench",
+            "SERVER_PORT": "0", "wsgi.url_scheme": "http", "SERVER_PROTOCOL": "HTTP/1.1"}
+
+
+def _start_response(status, headers, exc_info=None):
+    if not status.startswith("200"):
+        raise RuntimeError(f"answered {status}")
+
+
+def call(app, path: str, body: bytes) -> bytes:
+    return b"".join(app(environ(path, body), _start_response))
+
+
+def cpu_per_call(app, calls, count: int) -> float:
+    """CPU seconds per call over ``count`` calls cycling through ``calls``."""
+    t0 = time.process_time()
+    for k in range(count):
+        _, path, body = calls[k % len(calls)]
+        call(app, path, body)
+    return (time.process_time() - t0) / count
+
+
+def service_app(tmp: str):
+    from policy_extender.config import Config
+    from policy_extender.web import create_app
+    return create_app(Config(policy_dirs=(str(POLICY_DIR),), session_store=f"sqlite:{tmp}/sessions.sqlite3",
+                             reload_interval=0.0, log_level="warning")).wsgi_app
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__.splitlines()[0])
+    parser.add_argument("--verb", choices=("predicate", "prioritize"), default="predicate")
+    parser.add_argument("--calls", type=int, default=0, help="calls per round (default 1000 predicate, 20 prioritize)")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    bodies = Bodies(Cluster(ClusterSpec(nodes=50, pods_per_node=20)))
+    calls = predicate_calls(bodies) if args.verb == "predicate" else [("prioritize", "/prioritize", bodies.prioritize())]
+    count = args.calls or (1000 if args.verb == "predicate" else 20)
+    with tempfile.TemporaryDirectory() as tmp:
+        apps = {"service": service_app(tmp), "handwritten-wsgi": handwritten.wsgi_app, "bare": bare_wsgi.app}
+        for app in apps.values():
+            cpu_per_call(app, calls, min(count, 50))               # warm-up: decoders, policy, caches
+        rounds: dict[str, list[float]] = {name: [] for name in apps}
+        for _ in range(args.rounds):
+            for name, app in apps.items():
+                rounds[name].append(cpu_per_call(app, calls, count))
+    medians = {name: statistics.median(values) for name, values in rounds.items()}
+    print(f"{args.verb}, 50 nodes x 20 pods/node, {count} calls x {args.rounds} rounds, CPU per call (median round):")
+    for name, value in medians.items():
+        print(f"  {name:18s} {value * 1e6:9.1f} us")
+    service, hand, bare = medians["service"], medians["handwritten-wsgi"], medians["bare"]
+    print(f"  service / handwritten-wsgi = {service / hand:.3f}; engine extra over the same decoding = "
+          f"{(service - hand) * 1e6:.1f} us; service / bare = {service / bare:.2f}")
+
+
+if __name__ == "__main__":
+    main()
