@@ -33,6 +33,8 @@ TIMEOUT = 120
 GRACEFUL_TIMEOUT = 20
 #: pending connections in the listen queue (Volcano bursts 16 parallel calls per task)
 BACKLOG = 2048
+#: gunicorn's logger without the per-request access line its logconfig_dict would switch on
+LOGGER_CLASS = "policy_extender.web.gunicorn_logger.ServiceLogger"
 
 
 def settings(config: Config) -> dict[str, Any]:
@@ -48,6 +50,7 @@ def settings(config: Config) -> dict[str, Any]:
         "backlog": BACKLOG,
         "loglevel": config.log_level,
         "accesslog": None,  # one line per verb call comes from the app, at debug level
+        "logger_class": LOGGER_CLASS,  # ... and none from gunicorn: see web/gunicorn_logger.py
         "errorlog": "-",
         "logconfig_dict": _logconfig(config),
         "preload_app": False,  # each worker builds its app after fork: own store connections, own reloader
