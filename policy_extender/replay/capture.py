@@ -1,9 +1,10 @@
 """The service's recording hook: one verb call in, one ``Recorder.record`` out.
 
-``Capture.begin(service, environ)`` wraps ``wsgi.input`` so the body the handler reads is kept
-(references to the chunks read, no copy), notes the start time and, for every verb but
-onSessionOpen, the session the call belongs to (one ``head()`` read: onSessionClose ends the
-session it names). ``finish`` names the session an onSessionOpen created and queues the call.
+``begin(service, kind, environ)`` notes the start time and, for every verb but onSessionOpen, the
+session the call belongs to (one ``head()`` read: onSessionClose ends the session it names).
+``finish`` gets the body the dispatch read (b"" when it was not read whole: a 413, a body cut
+short), names the session an onSessionOpen created, and queues the call. ``wsgi.input`` is left
+alone, so the body is still read straight from gunicorn's socket (``web/socket_body.py``).
 """
 
 from __future__ import annotations
@@ -12,38 +13,19 @@ import time
 from typing import Any
 
 
-class _TeeInput:
-    """A ``wsgi.input`` that keeps what was read from it."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.chunks: list[bytes] = []
-
-    def read(self, *args: Any) -> bytes:
-        data = self.stream.read(*args)
-        if data:
-            self.chunks.append(data)
-        return data
-
-    def body(self) -> bytes:
-        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-
-
 class Capture:
     """One verb call being recorded."""
 
     def __init__(self, service: Any, kind: str, environ: dict) -> None:
         self.service, self.kind = service, kind
         self.started_ns = time.time_ns()
-        self.tee = _TeeInput(environ["wsgi.input"])
-        environ["wsgi.input"] = self.tee
         self.head = None if kind == "onSessionOpen" else service.sessions.head()
 
-    def finish(self, status: int, response: bytes) -> None:
+    def finish(self, status: int, response: bytes, request: bytes | None) -> None:
         head = self.service.sessions.head() if self.kind == "onSessionOpen" else self.head
         version = head.policy_version if head is not None else _current_version(self.service)
         self.service.recorder.record(
-            head.session_id if head is not None else None, self.kind, self.tee.body(), status,
+            head.session_id if head is not None else None, self.kind, bytes(request or b""), status,
             response, version, started_ns=self.started_ns,
             opened_at=head.opened_at if head is not None else None)
 

@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from policy_extender.replay.capture import begin as begin_capture
 from policy_extender.web.http import JSON_HEADERS, HttpError, Reply, error_reply, status_line
 from policy_extender.web.service import RequestRecord, Service
-from policy_extender.web.verbs import answer
+from policy_extender.web.verbs import answer, read_request
 
 log = logging.getLogger("policy_extender.web")
 
@@ -37,9 +37,10 @@ class VerbDispatch:
             return self.fallback(environ, start_response)
         started = time.perf_counter()
         capture = begin_capture(self.service, kind, environ)  # None unless --record
-        reply, size = self._reply(kind, environ)
+        reply, body = self._reply(kind, environ)
+        size = len(body) if body is not None else _size(environ)
         if capture is not None:
-            capture.finish(reply.status, reply.body)
+            capture.finish(reply.status, reply.body, body)
         headers = [*JSON_HEADERS, ("Content-Length", str(len(reply.body))), *reply.headers]
         start_response(status_line(reply.status), headers)
         self.service.report(RequestRecord(kind, reply.status, reply.decision, reply.rule,
@@ -47,18 +48,21 @@ class VerbDispatch:
                                           reply.body.decode() if reply.status != 200 else ""))
         return [reply.body]
 
-    def _reply(self, kind: str, environ: dict) -> tuple[Reply, int]:
+    def _reply(self, kind: str, environ: dict) -> tuple[Reply, bytes | None]:
+        """The reply and the body it answered (None when the body was not read whole)."""
         if environ.get("REQUEST_METHOD") != "POST":
             return error_reply(405, f"{environ.get('REQUEST_METHOD')} is not allowed on "
                                f"{environ.get('PATH_INFO')}: Volcano's {kind} is a POST",
-                               (("Allow", "POST"),)), 0
+                               (("Allow", "POST"),)), b""
+        body = None
         try:
-            return answer(self.service, kind, environ)
+            body = read_request(self.service, kind, environ)
+            return answer(self.service, kind, body), body
         except HttpError as exc:  # logged once, with the other non-200s, by the request callback
-            return error_reply(exc.status, exc.message, exc.headers), _size(environ)
+            return error_reply(exc.status, exc.message, exc.headers), body
         except Exception as exc:  # a bug or an EvalError: a 500, so extender.ignorable decides
             log.exception("%s failed", kind)
-            return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}"), _size(environ)
+            return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}"), body
 
 
 def _size(environ: dict) -> int:

@@ -1,6 +1,7 @@
 """HTTP plumbing of the verb routes: errors as JSON, the request body read under a limit.
 
-Bodies are read from ``wsgi.input`` directly: a ``Content-Length`` over the verb's limit is
+Bodies are read from ``wsgi.input`` directly (under gunicorn, from its socket into one buffer:
+``socket_body.py``): a ``Content-Length`` over the verb's limit is
 refused with 413 before a byte is read, and a body without a length (chunked) is refused as soon
 as what was read passes the limit. Content type: Volcano sends ``application/json``; a missing
 ``Content-Type`` is accepted too (curl, simple clients), any other type is 415.
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
+
+from policy_extender.web.socket_body import BodyEnded, read_from_socket
 
 #: Bytes read at a time from a body sent without Content-Length.
 CHUNK = 1024 * 1024
@@ -67,7 +70,11 @@ def read_body(environ: dict, limit: int) -> bytes:
         return _read_unsized(stream, limit)
     if length > limit:
         raise _too_large(length, limit)
-    return _read_exactly(stream, length)
+    try:
+        body = read_from_socket(environ, length)
+    except BodyEnded as ended:
+        raise _ended(ended.got, length) from None
+    return body if body is not None else _read_exactly(stream, length)
 
 
 def _content_length(environ: dict) -> int | None:
@@ -92,12 +99,15 @@ def _read_exactly(stream, length: int) -> bytes:
         while got < length:
             more = stream.read(length - got)
             if not more:
-                raise HttpError(400, f"body ended after {got} of the {length} bytes its "
-                                "Content-Length announced")
+                raise _ended(got, length)
             parts.append(more)
             got += len(more)
         data = b"".join(parts)
     return data
+
+
+def _ended(got: int, length: int) -> HttpError:
+    return HttpError(400, f"body ended after {got} of the {length} bytes its Content-Length announced")
 
 
 def _read_unsized(stream, limit: int) -> bytes:

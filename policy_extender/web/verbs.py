@@ -20,12 +20,16 @@ from policy_extender.web.service import Service
 EMPTY_OBJECT = b"{}"
 
 
-def answer(service: Service, kind: str, environ: dict) -> tuple[Reply, int]:
-    """The reply to one verb call and the size of its body; raises HttpError for a non-200."""
+def read_request(service: Service, kind: str, environ: dict) -> bytes:
+    """The body of one verb call, under the verb's limit; raises HttpError (415, 413, 400)."""
     check_content_type(environ)
-    body = read_body(environ, service.config.body_limit_for(kind))
+    return read_body(environ, service.config.body_limit_for(kind))
+
+
+def answer(service: Service, kind: str, body: bytes) -> Reply:
+    """The reply to one verb call's body; raises HttpError for a non-200."""
     try:
-        return HANDLERS[kind](service, body), len(body)
+        return HANDLERS[kind](service, body)
     except WireError as exc:
         raise HttpError(400, f"{kind}: {exc}") from None
 

@@ -1,0 +1,89 @@
+"""Reading a request body of known length straight from gunicorn's socket into one buffer.
+
+gunicorn's ``wsgi.input`` (``gunicorn.http.body.Body`` over a ``LengthReader`` over a
+``SocketUnreader``) passes every ``recv()`` through two ``BytesIO`` buffers and copies the data
+three or four times on the way; for a 6.7 MB prioritize body that is milliseconds, for a 268 MB
+snapshot most of a second, and it doubles the peak memory. Here the bytes gunicorn already holds
+(read ahead with the headers) are taken first, the rest is ``recv_into`` one preallocated
+``bytearray``, and the reader is marked consumed, so gunicorn finds the body read and keeps the
+connection alive for the next request.
+
+Only when the objects are exactly the gunicorn internals this was written against (pinned by a
+test under a real gunicorn, keep-alive requests following a large body); anything else (another
+server, a chunked body, a wrapped ``wsgi.input``, a partly read body) returns None and the caller
+reads through ``wsgi.input`` as before. The ``bytearray`` returned is never written again: msgspec
+``Raw`` values decoded from it keep pointing into it.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+try:  # gunicorn is what serves the service; tests and the fixture runner may run without it
+    from gunicorn.http.body import Body, LengthReader
+    from gunicorn.http.unreader import SocketUnreader
+except ImportError:  # pragma: no cover - the plain read is then the only path
+    Body = LengthReader = SocketUnreader = None
+
+
+class BodyEnded(Exception):
+    """The client closed the connection before sending ``length`` bytes; ``got`` were read."""
+
+    def __init__(self, got: int) -> None:
+        super().__init__(got)
+        self.got = got
+
+
+def read_from_socket(environ: dict, length: int) -> bytes | bytearray | None:
+    """The body of ``length`` bytes read from gunicorn's socket, or None when not applicable."""
+    reader = _length_reader(environ, length)
+    if reader is None:
+        return None
+    stream = environ["wsgi.input"]
+    try:
+        return _read(reader, length)
+    except BaseException:
+        stream.failed = True  # where the next request starts is unknown: gunicorn closes
+        raise
+
+
+def _length_reader(environ: dict, length: int) -> Any:
+    """gunicorn's untouched LengthReader of this request over its socket, else None."""
+    stream = environ.get("wsgi.input")
+    if Body is None or type(stream) is not Body or length <= 0:
+        return None
+    reader = getattr(stream, "reader", None)
+    if type(reader) is not LengthReader or reader.length != length or stream.buf.tell() != 0:
+        return None
+    unreader = reader.unreader
+    if type(unreader) is not SocketUnreader or unreader.sock is not environ.get("gunicorn.socket"):
+        return None
+    if not isinstance(getattr(unreader, "buf", None), io.BytesIO):
+        return None
+    return reader
+
+
+def _read(reader: Any, length: int) -> bytes | bytearray:
+    unreader = reader.unreader
+    buffered = unreader.buf.getvalue()
+    unreader.buf = io.BytesIO()
+    if len(buffered) >= length:  # the whole body came with the headers
+        unreader.buf.write(buffered[length:])  # a pipelined next request stays for gunicorn
+        reader.length = 0
+        return buffered[:length]
+    body = bytearray(length)
+    view = memoryview(body)
+    got = len(buffered)
+    view[:got] = buffered
+    del buffered
+    sock = unreader.sock
+    while got < length:
+        received = sock.recv_into(view[got:])
+        if not received:
+            reader.length = 0
+            raise BodyEnded(got)
+        got += received
+    view.release()
+    reader.length = 0
+    return body

@@ -1,0 +1,169 @@
+"""The body read straight from gunicorn's socket (``web/socket_body.py``), under a real gunicorn
+with the service's settings: pinned to the installed gunicorn (the fast path must apply), and
+keep-alive intact after bodies of every shape on one connection (large, small, pipelined)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gunicorn
+import pytest
+
+from tests.ops.test_image import free_port
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen([sys.executable, "-m", "bench.server", "tests.web.socket_body_app:app",
+                                "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "2"],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert process.poll() is None, process.stderr.read().decode()
+            time.sleep(0.1)
+    yield port
+    process.terminate()
+    process.wait(20)
+
+
+def request(body: bytes) -> bytes:
+    return (b"POST /predicate HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+
+def read_response(sock: socket.socket, pending: bytearray) -> dict:
+    while b"\r\n\r\n" not in pending:
+        pending += sock.recv(65536)
+    head, _, rest = bytes(pending).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    length = int([line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0])
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    pending[:] = rest[length:]
+    assert b"connection: close" not in head.lower()
+    return json.loads(rest[:length])
+
+
+def expect(answer: dict, body: bytes) -> None:
+    assert answer["length"] == len(body)
+    assert answer["sha256"] == hashlib.sha256(body).hexdigest()
+    assert answer["fast"], f"the socket fast path did not apply under gunicorn {gunicorn.__version__}"
+
+
+def bodies() -> list[bytes]:
+    large = b'{"task":{},"node":{"Name":"n","pad":"' + b"x" * (5 << 20) + b'"}}'
+    medium = b'{"pad":"' + bytes(range(97, 123)) * 7000 + b'"}'
+    return [large, b'{"small":1}', medium, b"{}", large, b'{"a":[1,2,3]}']
+
+
+def test_bodies_of_every_size_on_one_keep_alive_connection(server):
+    with socket.create_connection(("127.0.0.1", server)) as sock:
+        pending = bytearray()
+        for body in bodies():
+            sock.sendall(request(body))
+            expect(read_response(sock, pending), body)
+
+
+def test_pipelined_requests_after_a_body_that_came_with_the_headers(server):
+    small, other, large = b'{"first":true}', b'{"second":true}', bodies()[0]
+    with socket.create_connection(("127.0.0.1", server)) as sock:
+        pending = bytearray()
+        sock.sendall(request(small) + request(other))  # the second request sits in gunicorn's buffer
+        expect(read_response(sock, pending), small)
+        expect(read_response(sock, pending), other)
+        sock.sendall(request(large) + request(small))  # the small one follows the large body's last recv
+        expect(read_response(sock, pending), large)
+        expect(read_response(sock, pending), small)
+
+
+def test_a_body_cut_short_closes_the_connection_and_the_next_one_works(server):
+    with socket.create_connection(("127.0.0.1", server)) as sock:
+        sock.sendall(b"POST /predicate HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n" + b"x" * 50000)
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(10)
+        while sock.recv(65536):  # no answer the client could mistake for one, then the close
+            pass
+    with socket.create_connection(("127.0.0.1", server)) as sock:
+        pending = bytearray()
+        sock.sendall(request(b'{"after":1}'))
+        expect(read_response(sock, pending), b'{"after":1}')
+
+
+# --- the real service: answers through the socket path equal those of the plain read ---------
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("service")
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "policy_extender", "serve", "--bind", f"127.0.0.1:{port}",
+                                "--workers", "1", "--threads", "2", "--policy-dirs", str(ROOT / "bench" / "policies"),
+                                "--session-store", f"sqlite:{tmp / 'sessions.sqlite3'}", "--reload-interval", "0"],
+                               cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "stderr", "wb"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert process.poll() is None, (tmp / "stderr").read_text()
+            time.sleep(0.1)
+    yield port, tmp / "stderr"
+    process.terminate()
+    process.wait(20)
+
+
+def service_exchange(sock: socket.socket, pending: bytearray, path: bytes, body: bytes) -> bytes:
+    sock.sendall(request(body).replace(b"/predicate", path, 1))
+    while b"\r\n\r\n" not in pending:
+        pending += sock.recv(65536)
+    head, _, rest = bytes(pending).partition(b"\r\n\r\n")
+    length = int([line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0])
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    pending[:] = rest[length:]
+    return head.split(b" ", 2)[1] + b" " + rest[:length]
+
+
+def test_service_answers_large_and_small_bodies_on_one_connection_as_the_plain_read_does(service, tmp_path):
+    from bench.generate import Bodies, Cluster, ClusterSpec
+    from policy_extender.config import Config
+    from policy_extender.web import create_app
+
+    port, _ = service
+    generated = Bodies(Cluster(ClusterSpec(nodes=12, pods_per_node=6)))
+    calls = [(b"/prioritize", generated.prioritize())] + [(b"/predicate", generated.predicate(i)) for i in range(6)]
+    calls += [(b"/prioritize", generated.prioritize([1, 3, 5])), (b"/predicate", b'{"task":{},"node":null}'),
+              (b"/predicate", b'{"task": not json'), (b"/predicate", generated.predicate(7))]
+    client = create_app(Config(policy_dirs=(str(ROOT / "bench" / "policies"),), reload_interval=0.0,
+                               session_store=f"sqlite:{tmp_path / 's.sqlite3'}")).test_client()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        pending = bytearray()
+        for path, body in calls:
+            got = service_exchange(sock, pending, path, body)
+            plain = client.post(path.decode(), data=body, content_type="application/json")
+            assert got == str(plain.status_code).encode() + b" " + plain.data, (path, got[:200])
+
+
+def test_service_writes_no_gunicorn_access_line_per_call(service):
+    port, stderr = service
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        assert service_exchange(sock, bytearray(), b"/onSessionClose", b"{}").startswith(b"200")
+    time.sleep(0.3)
+    assert "gunicorn.access" not in stderr.read_text()
