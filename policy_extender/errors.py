@@ -45,6 +45,10 @@ class Diagnostic:
                 "line": s.line, "column": s.column, "end_line": s.end_line, "end_column": s.end_column}
 
 
+#: Longest source excerpt shown under an error; a longer line is cut to a window around the caret.
+EXCERPT_WIDTH = 100
+
+
 def _excerpt(span: Span, source: str | None) -> list[str]:
     if source is None:
         return []
@@ -56,7 +60,20 @@ def _excerpt(span: Span, source: str | None) -> list[str]:
         width = span.end_column - span.column
     else:
         width = max(1, len(text) - span.column + 1)
-    return [f"{span.line:>4} | {text}", f"     | {' ' * (span.column - 1)}{'^' * width}"]
+    text, start = _window(text, span.column - 1, width)
+    width = max(1, min(width, len(text) - start))
+    return [f"{span.line:>4} | {text}", f"     | {' ' * start}{'^' * width}"]
+
+
+def _window(text: str, start: int, width: int) -> tuple[str, int]:
+    """``text`` cut to about EXCERPT_WIDTH characters around ``start``, and ``start`` in the cut."""
+    if len(text) <= EXCERPT_WIDTH:
+        return text, start
+    left = max(0, min(start - EXCERPT_WIDTH // 3, len(text) - EXCERPT_WIDTH))
+    cut = text[left:left + EXCERPT_WIDTH]
+    prefix = "…" if left > 0 else ""
+    suffix = "…" if left + EXCERPT_WIDTH < len(text) else ""
+    return prefix + cut + suffix, start - left + len(prefix)
 
 
 class PolicyError(Exception):

@@ -5,6 +5,8 @@ The only module that imports ``lark``. The Lark parser is built once per process
 
 from __future__ import annotations
 
+import re
+
 import functools
 import importlib.resources
 from decimal import Decimal, InvalidOperation
@@ -86,6 +88,7 @@ def _parse(text: str, start: str, loc: Locator, source: str | None = None):
     if len(text) > MAX_SOURCE_CHARS:
         _fail(loc, "E501", f"policy file is {len(text)} characters, the limit is {MAX_SOURCE_CHARS}",
               loc.span(1, 1, 1, 2), "split it into several files", source or text)
+    _check_bracket_depth(text, loc, source or text)
     try:
         tree = _lark().parse(text, start=start)
     except lark.exceptions.UnexpectedInput as err:
@@ -105,6 +108,31 @@ def _build(tree, loc: Locator, source: str):
 
 def _fail(loc: Locator, code: str, message: str, span: Span, hint: str | None, source: str):
     raise PolicyError([Diagnostic(code, message, span, hint)], {loc.file: source})
+
+
+#: Strings, comments, brackets and newlines: what the bracket-depth scan needs to see.
+_BRACKET_SCAN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*|[([{]|[)\]}]|\n')
+
+
+def _check_bracket_depth(text: str, loc: Locator, source: str) -> None:
+    """Refuse bracket nesting deeper than MAX_DEPTH before Lark spends seconds building the tree.
+
+    A linear scan (strings and comments skipped); nesting by operators is caught after parsing
+    by ``_check_depth``.
+    """
+    depth, line, line_start = 0, 1, 0
+    for match in _BRACKET_SCAN.finditer(text):
+        char = match.group()
+        if char == "\n":
+            line, line_start = line + 1, match.end()
+        elif char in "([{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                column = match.start() - line_start + 1
+                _fail(loc, "E502", f"expression nested more than {MAX_DEPTH} levels deep",
+                      loc.span(line, column, line, column + 1), "name parts of it with let", source)
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
 
 
 def _check_depth(tree, loc: Locator, source: str) -> None:
