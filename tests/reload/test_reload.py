@@ -200,6 +200,25 @@ def test_inotify_picks_up_a_change_long_before_the_interval(volume, language, ma
     assert time.monotonic() - started < 30
 
 
+def test_an_edit_between_the_first_load_and_the_watch_is_not_missed(volume, language, make_reloader,
+                                                                    activated, monkeypatch):
+    """The kubelet may swap ..data while a worker boots: after the first load, before the watch."""
+    from policy_extender import reload as reload_module
+    real_start = reload_module.DirectoryWatcher.start
+
+    def start_after_an_edit(watcher):
+        volume.update({"a.policy": language.good(2)})  # lands before inotify watches anything
+        return real_start(watcher)
+
+    monkeypatch.setattr(reload_module.DirectoryWatcher, "start", start_after_an_edit)
+    volume.update({"a.policy": language.good(1)})
+    reloader = make_reloader(interval=60, inotify=True).start()
+    if not reloader.status.inotify:
+        pytest.skip("inotify is not available here")
+    assert wait_for(lambda: len(activated) == 2, timeout=5)  # not after the 60 s interval
+    assert [language.score_of(ps) for ps in activated] == [1, 2]
+
+
 def test_sighup_forces_an_immediate_reload(volume, language, make_reloader, activated):
     volume.update({"a.policy": language.good(1)})
     reloader = make_reloader(interval=0).start()  # no polling: only a request reloads
