@@ -178,7 +178,7 @@ def gunicorn_settings(bind: str, workers: int, threads: int) -> dict:
     from policy_extender.config import Config
     from policy_extender.gunicorn_conf import settings
     chosen = settings(Config(bind=bind, workers=workers, threads=threads, log_level="warning"))
-    return {k: v for k, v in chosen.items() if k not in ("on_starting", "child_exit", "post_worker_init")}
+    return {k: v for k, v in chosen.items() if k not in ("on_starting", "child_exit", "worker_exit", "post_worker_init")}
 
 
 def serve(app_spec: str, bind: str, workers: int, threads: int) -> None:

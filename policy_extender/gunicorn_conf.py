@@ -56,6 +56,7 @@ def settings(config: Config) -> dict[str, Any]:
         "preload_app": False,  # each worker builds its app after fork: own store connections, own reloader
         "on_starting": on_starting,
         "child_exit": child_exit,
+        "worker_exit": worker_exit,
         "post_worker_init": post_worker_init,
         # gunicorn >= 25.1 opens a control socket at one fixed path per user: several services
         # (or test servers) on one host would take it from each other; nothing here uses it.
@@ -73,6 +74,12 @@ def on_starting(server: Any) -> None:
     """Master, before any worker forks: the metrics' multiprocess directory."""
     from policy_extender import metrics
     metrics.on_starting(server)
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """Worker, on its way out: the metrics it has not written yet."""
+    from policy_extender import metrics
+    metrics.worker_exit(server, worker)
 
 
 def child_exit(server: Any, worker: Any) -> None:

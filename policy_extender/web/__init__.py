@@ -13,6 +13,7 @@ import logging
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
+from policy_extender import logs, metrics
 from policy_extender.config import Config
 from policy_extender.web.service import RequestRecord, Service
 
@@ -48,15 +49,13 @@ def _http_error(exc: HTTPException):
 
 
 def _observe(record: RequestRecord) -> None:
-    from policy_extender import metrics
-    metrics.observe_request(record.verb, record.status, record.seconds, record.body_bytes)
-    if record.status == 200 and record.decision:
-        metrics.count_decision(record.verb, record.rule, record.decision)
+    counted = record.status == 200 and record.decision
+    metrics.note_request(record.verb, record.status, record.seconds, record.body_bytes,
+                         record.rule if counted else "", record.decision if counted else "")
 
 
 def _log_line(record: RequestRecord) -> None:
     """One line per verb call: DEBUG for answers, WARNING for refusals, ERROR for failures."""
-    from policy_extender import logs
     if record.status >= 500:
         logs.log_error(f"{record.verb} answered {record.status}: {record.error}", verb=record.verb,
                        status=record.status, body_bytes=record.body_bytes)

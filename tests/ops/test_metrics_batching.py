@@ -1,0 +1,79 @@
+"""Batched metrics (``metrics.note_request`` + ``flush``) give exactly what immediate
+``observe_request`` / ``count_decision`` give, bucket boundaries included, in one process and
+summed across worker processes whose flusher threads write while they keep running."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from prometheus_client import generate_latest
+
+from policy_extender import metrics
+from tests.ops.test_metrics import SPAWN, scrape
+
+#: every bucket boundary, values either side of it, zero and beyond the last bucket
+LATENCIES = [0.0, *metrics.LATENCY_BUCKETS, *(b * 1.0001 for b in metrics.LATENCY_BUCKETS), 7.5]
+SIZES = [0, 1, *metrics.BODY_BUCKETS, *(b + 1 for b in metrics.BODY_BUCKETS), 5e9]
+
+
+def fresh_metrics() -> metrics.Metrics:
+    from prometheus_client import values
+    assert not getattr(values.ValueClass, "_multiprocess", False)
+    return metrics.build()
+
+
+def test_batched_tallies_render_exactly_as_observed_one_by_one(monkeypatch):
+    immediate, batched = fresh_metrics(), fresh_metrics()
+    monkeypatch.setattr(metrics, "_metrics", immediate)
+    for seconds, size in zip(LATENCIES * 3, SIZES * 3):
+        metrics.observe_request("predicate", 200, seconds, size)
+        metrics.count_decision("predicate", "gpu_fit", "reject")
+    metrics.observe_request("prioritize", 500, 0.2, 10)
+    monkeypatch.setattr(metrics, "_metrics", batched)
+    for seconds, size in zip(LATENCIES * 3, SIZES * 3):
+        metrics.note_request("predicate", 200, seconds, size, "gpu_fit", "reject")
+    metrics.note_request("prioritize", 500, 0.2, 10)
+    metrics.flush()
+    assert _without_created(generate_latest(batched.registry)) == _without_created(generate_latest(immediate.registry))
+
+
+def _without_created(text: bytes) -> list[str]:
+    return [line for line in text.decode().splitlines() if "_created" not in line]
+
+
+def test_flush_without_pending_calls_writes_nothing(monkeypatch):
+    monkeypatch.setattr(metrics, "_metrics", fresh_metrics())
+    metrics.flush()
+    assert metrics.metrics().children == {}
+
+
+def batching_worker(directory: str, requests: int, conn) -> None:
+    os.environ[metrics.MULTIPROC_ENV] = directory
+    for _ in range(requests):
+        metrics.note_request("predicate", 200, 0.003, 2048, "zone", "reject")
+    conn.send(os.getpid())
+    conn.recv()  # alive, never flushing by hand: only its flusher thread writes
+
+
+def test_scrape_sees_the_pending_calls_of_running_workers(tmp_path, monkeypatch):
+    monkeypatch.setenv(metrics.MULTIPROC_ENV, str(tmp_path / "prom"))  # restored after the test
+    directory = metrics.prepare_directory()
+    running = []
+    try:
+        for requests in (3, 5):
+            parent, child = SPAWN.Pipe()
+            process = SPAWN.Process(target=batching_worker, args=(directory, requests, child))
+            process.start()
+            assert parent.poll(30)
+            parent.recv()
+            running.append((process, parent))
+        samples = scrape(directory)
+    finally:
+        for process, parent in running:
+            parent.send("exit")
+            process.join(30)
+    predicate = (("verb", "predicate"),)
+    assert samples[("policy_extender_requests_total", (("code", "200"), *predicate))] == 8
+    assert samples[("policy_extender_request_duration_seconds_sum", predicate)] == pytest.approx(0.024)
+    assert samples[("policy_extender_decisions_total", (("outcome", "reject"), ("rule", "zone"), *predicate))] == 8
