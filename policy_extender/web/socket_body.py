@@ -13,11 +13,17 @@ test under a real gunicorn, keep-alive requests following a large body); anythin
 server, a chunked body, a wrapped ``wsgi.input``, a partly read body) returns None and the caller
 reads through ``wsgi.input`` as before. The ``bytearray`` returned is never written again: msgspec
 ``Raw`` values decoded from it keep pointing into it.
+
+Bodies of ``MAPPED_FROM`` bytes and more (snapshots, large prioritize calls) go into an anonymous
+``mmap`` populated by the kernel in one go instead: ``bytearray(n)`` mallocs, zero-fills and
+faults in every page from Python (0.33 s for 268 MB here, against 0.10 s for the populated map).
+The map is unmapped when the last reference to it goes.
 """
 
 from __future__ import annotations
 
 import io
+import mmap
 from typing import Any
 
 try:  # gunicorn is what serves the service; tests and the fixture runner may run without it
@@ -25,6 +31,11 @@ try:  # gunicorn is what serves the service; tests and the fixture runner may ru
     from gunicorn.http.unreader import SocketUnreader
 except ImportError:  # pragma: no cover - the plain read is then the only path
     Body = LengthReader = SocketUnreader = None
+
+
+#: bodies this large are read into an anonymous mmap (above glibc's largest malloc mmap threshold)
+MAPPED_FROM = 32 << 20
+_MAP_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
 
 
 class BodyEnded(Exception):
@@ -35,7 +46,7 @@ class BodyEnded(Exception):
         self.got = got
 
 
-def read_from_socket(environ: dict, length: int) -> bytes | bytearray | None:
+def read_from_socket(environ: dict, length: int) -> bytes | bytearray | mmap.mmap | None:
     """The body of ``length`` bytes read from gunicorn's socket, or None when not applicable."""
     reader = _length_reader(environ, length)
     if reader is None:
@@ -64,7 +75,11 @@ def _length_reader(environ: dict, length: int) -> Any:
     return reader
 
 
-def _read(reader: Any, length: int) -> bytes | bytearray:
+def _buffer(length: int) -> bytearray | mmap.mmap:
+    return mmap.mmap(-1, length, flags=_MAP_FLAGS) if length >= MAPPED_FROM else bytearray(length)
+
+
+def _read(reader: Any, length: int) -> bytes | bytearray | mmap.mmap:
     unreader = reader.unreader
     buffered = unreader.buf.getvalue()
     unreader.buf = io.BytesIO()
@@ -72,7 +87,7 @@ def _read(reader: Any, length: int) -> bytes | bytearray:
         unreader.buf.write(buffered[length:])  # a pipelined next request stays for gunicorn
         reader.length = 0
         return buffered[:length]
-    body = bytearray(length)
+    body = _buffer(length)
     view = memoryview(body)
     got = len(buffered)
     view[:got] = buffered
@@ -82,6 +97,7 @@ def _read(reader: Any, length: int) -> bytes | bytearray:
         received = sock.recv_into(view[got:])
         if not received:
             reader.length = 0
+            view.release()
             raise BodyEnded(got)
         got += received
     view.release()

@@ -81,6 +81,18 @@ def test_bodies_of_every_size_on_one_keep_alive_connection(server):
             expect(read_response(sock, pending), body)
 
 
+def test_a_body_over_the_mapped_size_then_small_ones(server):
+    from policy_extender.web.socket_body import MAPPED_FROM
+    huge = b'{"pad":"' + b"y" * MAPPED_FROM + b'"}'
+    with socket.create_connection(("127.0.0.1", server)) as sock:
+        pending = bytearray()
+        for body in (huge, b'{"small":2}', huge[:-2] + b'!"}', b"{}"):
+            sock.sendall(request(body))
+            answer = read_response(sock, pending)
+            expect(answer, body)
+            assert answer["type"] == ("mmap" if len(body) >= MAPPED_FROM else answer["type"])
+
+
 def test_pipelined_requests_after_a_body_that_came_with_the_headers(server):
     small, other, large = b'{"first":true}', b'{"second":true}', bodies()[0]
     with socket.create_connection(("127.0.0.1", server)) as sock:
