@@ -38,11 +38,18 @@ class Resources:
         """From Volcano's api.Resource (a decoded Struct or a dict): milli units -> whole units."""
         if resource is None:
             return EMPTY
-        amounts = {"cpu": whole((_get(resource, "MilliCPU") or 0) / 1000),
-                   "memory": whole(_get(resource, "Memory") or 0)}
-        for name, value in (_get(resource, "ScalarResources") or {}).items():
-            value = value or 0
-            amounts[name] = whole(value if name in schema.PLAIN_SCALARS else value / 1000)
+        if isinstance(resource, dict):
+            milli_cpu, memory = resource.get("MilliCPU"), resource.get("Memory")
+            scalars = resource.get("ScalarResources")
+        else:  # the decoded structs.Resource (or a pruned Struct): attributes, possibly absent
+            milli_cpu, memory = getattr(resource, "MilliCPU", None), getattr(resource, "Memory", None)
+            scalars = getattr(resource, "ScalarResources", None)
+        amounts = {"cpu": whole((milli_cpu or 0) / 1000), "memory": whole(memory or 0)}
+        if scalars:
+            plain = schema.PLAIN_SCALARS
+            for name, value in scalars.items():
+                value = value or 0
+                amounts[name] = whole(value if name in plain else value / 1000)
         return cls(amounts)
 
     @classmethod

@@ -22,10 +22,12 @@ PENDING_STATUS = 1
 
 
 def _dig(obj, *keys):
+    """``obj.k1.k2...`` through Structs and dicts alike; None as soon as a step is missing.
+    (``_get`` inlined: a predicate call digs a dozen times, the call per step was a third of it.)"""
     for key in keys:
-        obj = _get(obj, key)
         if obj is None:
             return None
+        obj = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
     return obj
 
 
