@@ -10,8 +10,9 @@ Rules (the same as ``bench/policies/gpu.policy``):
 * GPU bin-packing: score ``10 * (GPUs in use on the node + GPUs the task asks)`` so fuller nodes win.
 
 ``app`` is the Flask app (what a user writes); ``wsgi_app`` answers the same verbs from a plain
-dict of paths, as the service's own ``VerbDispatch`` does, to compare engine against hand code
-with the same HTTP layer.
+dict of paths, as the service's own ``VerbDispatch`` does, and reads the body as the service does
+(``policy_extender.web.http.read_body``: straight from gunicorn's socket), to compare engine
+against hand code with the same HTTP layer, the same body reading and the same decoding.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from flask import Flask, request
 
 from bench.bare_wsgi import NEUTRAL_ANSWERS, read_body
 from policy_extender.schema import ALWAYS_READ
+from policy_extender.web.http import read_body as read_like_the_service
 from policy_extender.wire import decode as wire
 
 ZONE_ANNOTATION = "scheduling.example.com/zone"
@@ -58,6 +60,8 @@ def prioritize(body: bytes) -> bytes:
 
 
 HANDLERS = {"predicate": predicate, "prioritize": prioritize}
+#: the service's limits as the benchmark runs it (bench.server.SERVICE_BODY_LIMITS)
+BODY_LIMIT = 512 << 20
 
 
 def answer(verb: str, body: bytes) -> bytes:
@@ -86,8 +90,7 @@ def wsgi_app(environ: dict, start_response):
         read_body(environ)
         start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
         return [b"not found"]
-    length = int(environ.get("CONTENT_LENGTH") or 0)
-    body = environ["wsgi.input"].read(length) if length else b""
+    body = read_like_the_service(environ, BODY_LIMIT)
     reply = answer(verb, body)
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(reply)))])
     return [reply]
