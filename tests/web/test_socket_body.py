@@ -162,7 +162,10 @@ def test_service_answers_large_and_small_bodies_on_one_connection_as_the_plain_r
     generated = Bodies(Cluster(ClusterSpec(nodes=12, pods_per_node=6)))
     calls = [(b"/prioritize", generated.prioritize())] + [(b"/predicate", generated.predicate(i)) for i in range(6)]
     calls += [(b"/prioritize", generated.prioritize([1, 3, 5])), (b"/predicate", b'{"task":{},"node":null}'),
-              (b"/predicate", b'{"task": not json'), (b"/predicate", generated.predicate(7))]
+              (b"/predicate", b'{"task": not json'), (b"/predicate", generated.predicate(7)),
+              (b"/preemptable", generated.victims(0, 0)), (b"/reclaimable", generated.victims(1, 1)),
+              (b"/jobEnqueueable", generated.job(0)), (b"/jobReady", generated.job(0)),
+              (b"/queueOverused", generated.queue()), (b"/allocateFunc", generated.allocate(0, 0, 0))]
     client = create_app(Config(policy_dirs=(str(ROOT / "bench" / "policies"),), reload_interval=0.0,
                                session_store=f"sqlite:{tmp_path / 's.sqlite3'}")).test_client()
     with socket.create_connection(("127.0.0.1", port)) as sock:
