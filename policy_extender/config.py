@@ -204,6 +204,15 @@ class Config:
     record_redact: tuple[str, ...] = option((), "Blank before writing: `annotations` (values, except "
                                             "the keys the policies read), `env` (container env "
                                             "values), or both comma-separated.", parse_redact)
+    certfile: str = option("", "TLS certificate (PEM) to serve HTTPS; needs `keyfile`. Volcano's "
+                           "`extender.urlPrefix` then starts with https:// (docs/security.md).", parse_str)
+    keyfile: str = option("", "TLS private key (PEM) for `certfile`.", parse_str)
+
+    def __post_init__(self) -> None:
+        if bool(self.certfile) != bool(self.keyfile):
+            given, missing = ("certfile", "keyfile") if self.certfile else ("keyfile", "certfile")
+            raise ConfigError(f"{given} is set but {missing} is not: HTTPS needs both "
+                              f"(--certfile CERT.pem --keyfile KEY.pem), plain HTTP neither")
 
     def verb_paths(self) -> dict[str, str]:
         """URL path (with prefix) -> verb kind."""

@@ -61,7 +61,15 @@ def settings(config: Config) -> dict[str, Any]:
         # gunicorn >= 25.1 opens a control socket at one fixed path per user: several services
         # (or test servers) on one host would take it from each other; nothing here uses it.
         "control_socket_disable": True,
+        **_tls(config),
     }
+
+
+def _tls(config: Config) -> dict[str, Any]:
+    """HTTPS when a certificate is configured (Config checks that the key comes with it)."""
+    if not config.certfile:
+        return {}
+    return {"certfile": config.certfile, "keyfile": config.keyfile}
 
 
 def _logconfig(config: Config) -> dict[str, Any]:

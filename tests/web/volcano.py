@@ -91,13 +91,13 @@ class Server:
     """``policy-extender serve`` with ``workers`` gunicorn workers on a free loopback port."""
 
     def __init__(self, state_dir: Path, policy_dir: Path, session_store: str, workers: int = 2,
-                 threads: int = 8) -> None:
+                 threads: int = 8, extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.workers = workers
         self.log_path = state_dir / f"server-{self.port}.log"
         args = [sys.executable, "-m", "policy_extender", "serve", "--bind", f"127.0.0.1:{self.port}",
                 "--workers", str(workers), "--threads", str(threads), "--policy-dirs", str(policy_dir),
-                "--session-store", session_store, "--reload-interval", "0"]
+                "--session-store", session_store, "--reload-interval", "0", *extra_args]
         env = {**os.environ, "PYTHONPATH": str(REPO),
                "PROMETHEUS_MULTIPROC_DIR": str(state_dir / f"metrics-{self.port}")}
         self._log = open(self.log_path, "wb")
