@@ -5,9 +5,12 @@ keep-alive intact after bodies of every shape on one connection (large, small, p
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -182,3 +185,36 @@ def test_service_writes_no_gunicorn_access_line_per_call(service):
         assert service_exchange(sock, bytearray(), b"/onSessionClose", b"{}").startswith(b"200")
     time.sleep(0.3)
     assert "gunicorn.access" not in stderr.read_text()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_bodies_over_tls_on_one_keep_alive_connection(tmp_path):
+    """gunicorn's socket is then an SSLSocket: recv_into reads decrypted bytes just the same."""
+    from tests.web.test_tls import self_signed
+    cert, key = self_signed(tmp_path)
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", "2", "-w", "1",
+                                "--bind", f"127.0.0.1:{port}", "--certfile", str(cert), "--keyfile", str(key),
+                                "tests.web.socket_body_app:app"], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        context = ssl.create_default_context(cafile=str(cert))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+                connection.connect()
+                break
+            except (OSError, ssl.SSLError):
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.1)
+        for body in bodies():
+            connection.request("POST", "/predicate", body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            assert response.status == 200
+            expect(json.loads(response.read()), body)
+        connection.close()
+    finally:
+        process.terminate()
+        process.wait(20)
