@@ -1,7 +1,10 @@
 """The service's recording hook: one verb call in, one ``Recorder.record`` out.
 
-``begin(service, kind, environ)`` notes the start time and, for every verb but onSessionOpen, the
-session the call belongs to (one ``head()`` read: onSessionClose ends the session it names).
+``begin(service, kind, environ)`` notes the start time and, for the verbs whose handler does not
+read the session through the worker's SessionCache (onSessionClose, which ends the session it
+names, and the allocate/deallocate events), the session the call belongs to (one ``head()``
+read); the deciding verbs' session is the head their handler's ``SessionCache.env()`` read, so
+recording costs them no second read.
 ``finish`` gets the body the dispatch read (b"" when it was not read whole: a 413, a body cut
 short), names the session an onSessionOpen created, and queues the call. ``wsgi.input`` is left
 alone, so the body is still read straight from gunicorn's socket (``web/socket_body.py``).
@@ -12,6 +15,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from policy_extender.session.cache import NOT_READ
+
+#: verbs whose handler reads ``sessions.head()`` itself rather than through the SessionCache
+READS_HEAD_ITSELF = frozenset({"onSessionClose", "allocateFunc", "deallocateFunc", "jobEnqueued"})
+
 
 class Capture:
     """One verb call being recorded."""
@@ -19,10 +27,18 @@ class Capture:
     def __init__(self, service: Any, kind: str, environ: dict) -> None:
         self.service, self.kind = service, kind
         self.started_ns = time.time_ns()
-        self.head = None if kind == "onSessionOpen" else service.sessions.head()
+        self.head = NOT_READ
+        if kind in READS_HEAD_ITSELF:
+            self.head = service.sessions.head()
+        elif kind != "onSessionOpen":
+            service.session_cache.forget_last_head()
 
     def finish(self, status: int, response: bytes, request: bytes | None) -> None:
-        head = self.service.sessions.head() if self.kind == "onSessionOpen" else self.head
+        head = self.head
+        if self.kind not in READS_HEAD_ITSELF and self.kind != "onSessionOpen":
+            head = self.service.session_cache.last_head()  # what the handler's env() read
+        if head is NOT_READ or self.kind == "onSessionOpen":  # refused before the handler ran
+            head = self.service.sessions.head()
         version = head.policy_version if head is not None else _current_version(self.service)
         self.service.recorder.record(
             head.session_id if head is not None else None, self.kind, bytes(request or b""), status,

@@ -22,6 +22,10 @@ from policy_extender.session.store import Head, SessionStore
 from policy_extender.wire.session import NO_SESSION
 
 
+#: :meth:`SessionCache.last_head` before this thread's call read the head
+NOT_READ = object()
+
+
 @dataclass
 class CacheCounts:
     """How often the cache went back to the store beyond ``head()`` (for tests and metrics)."""
@@ -52,12 +56,14 @@ class SessionCache:
         self._no_session = no_session
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
+        self._last = threading.local()
         self.counts = CacheCounts()
 
     def env(self) -> Any:
         """The env of the current session, or the no-session env. ``env.head`` names the session
         and its pinned policy version."""
         head = self.store.head()
+        self._last.head = head
         if head is None:
             return self._no_session
         cached = self._cached
@@ -65,6 +71,15 @@ class SessionCache:
             return cached.env
         with self._lock:
             return self._refresh(head)
+
+    def forget_last_head(self) -> None:
+        """Start a call: :meth:`last_head` says NOT_READ until this thread's next :meth:`env`."""
+        self._last.head = NOT_READ
+
+    def last_head(self) -> Head | None | object:
+        """The head this thread's last :meth:`env` read (None: no session), or NOT_READ.
+        Lets the recorder name a call's session without a second ``head()`` read."""
+        return getattr(self._last, "head", NOT_READ)
 
     def _refresh(self, head: Head) -> Any:
         cached = self._cached
