@@ -1,6 +1,7 @@
 """SessionCache: one per worker process; turns the shared store into an ``Env`` per request.
 
-Every call reads the store's ``head()`` once. The snapshot is fetched and decoded again only when
+Every call reads the store's ``head()`` once (on the SQLite store through ``head_watch``, which
+answers from memory until the database file records a commit or the session expires). The snapshot is fetched and decoded again only when
 the session id changed. When ``seq`` moved, only the events after the ones already applied are
 fetched (``store.changes``) and applied to the counters, so a cycle with thousands of
 allocations costs each worker O(new events) per request, not O(all allocations). Otherwise the
@@ -18,6 +19,7 @@ from typing import Any
 from policy_extender.session.allocation import Allocation, decode_allocation
 from policy_extender.session.counts import Counters
 from policy_extender.session.env import SessionEnv, Snapshot, queue_name_of
+from policy_extender.session.head_watch import watch_for
 from policy_extender.session.store import Head, SessionStore
 from policy_extender.wire.session import NO_SESSION
 
@@ -57,12 +59,13 @@ class SessionCache:
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
         self._last = threading.local()
+        self._watch = watch_for(store)
         self.counts = CacheCounts()
 
     def env(self) -> Any:
         """The env of the current session, or the no-session env. ``env.head`` names the session
         and its pinned policy version."""
-        head = self.store.head()
+        head = self._watch.head() if self._watch is not None else self.store.head()
         self._last.head = head
         if head is None:
             return self._no_session

@@ -1,0 +1,107 @@
+"""HeadWatch: the SQLite store's head re-read only after a commit (by any process) or at expiry,
+checked against a writer in another process on the same file, and against the plain query."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+
+from policy_extender.session.allocation import AllocationRecord, encode_allocation
+from policy_extender.session.cache import SessionCache
+from policy_extender.session.head_watch import HeadWatch, watch_for
+from policy_extender.session.sqlite import SqliteStore
+
+SPAWN = multiprocessing.get_context("spawn")
+SNAPSHOT = b"\x82\xa4Jobs\x80\xa6Queues\x80"  # msgpack {"Jobs": {}, "Queues": {}}
+
+
+def writer(path: str, ttl: float, conn) -> None:
+    """Another worker: runs the store operations the parent sends, answers when committed."""
+    store = SqliteStore(path, ttl_seconds=ttl)
+    while (command := conn.recv()) != "exit":
+        if command == "open":
+            conn.send(store.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"}))
+        elif command == "allocate":
+            head = store.head()
+            record = encode_allocation(AllocationRecord(f"t{head.seq}", "job", "node-1", {"cpu": 1}))
+            conn.send(store.allocate(head.session_id, f"t{head.seq}", record))
+        elif command == "close":
+            conn.send(store.close())
+
+
+@pytest.fixture
+def other_process(tmp_path):
+    path = str(tmp_path / "sessions.sqlite3")
+    SqliteStore(path).head()  # the file exists, in WAL mode, before either side reads it
+    started = []
+
+    def start(ttl: float = 300.0):
+        parent, child = SPAWN.Pipe()
+        process = SPAWN.Process(target=writer, args=(path, ttl, child))
+        process.start()
+        started.append((process, parent))
+        return lambda command: (parent.send(command), parent.recv())[1]
+
+    yield path, start
+    for process, parent in started:
+        parent.send("exit")
+        process.join(30)
+
+
+def test_every_commit_of_another_process_is_seen_at_once(other_process):
+    path, start = other_process
+    run = start()
+    store = SqliteStore(path)
+    watch, cache = HeadWatch(store), SessionCache(store)
+    assert watch.head() is None and cache.env().open is False
+    session = run("open")
+    for step in range(4):
+        assert watch.head() == store.head() and watch.head().session_id == session
+        assert cache.env().head.seq == step
+        assert run("allocate") is True
+    assert watch.head().seq == 4 and cache.env().counters is not None
+    run("close")
+    assert watch.head() is None and cache.env().open is False
+
+
+def test_unchanged_database_is_not_queried_again(other_process):
+    path, start = other_process
+    start()("open")
+    watch = HeadWatch(SqliteStore(path))
+    first = watch.head()
+    queries = watch.queries
+    assert all(watch.head() is first for _ in range(500))
+    assert watch.queries == queries
+
+
+def test_a_session_expires_without_any_commit(other_process):
+    path, start = other_process
+    start(ttl=0.4)("open")
+    store = SqliteStore(path, ttl_seconds=0.4)
+    watch = HeadWatch(store)
+    assert watch.head() is not None
+    deadline = time.time() + 5
+    while (head := watch.head()) is not None and time.time() < deadline:
+        assert store.head() is not None or time.time() >= head.opened_at + 0.4
+    assert watch.head() is None and store.head() is None
+
+
+def test_other_stores_are_queried_every_call():
+    class NotSqlite:
+        path = "/nonexistent"
+    assert watch_for(NotSqlite()) is None
+
+
+def test_a_missing_shm_file_falls_back_to_querying(tmp_path):
+    class Store:
+        path, ttl_seconds, calls = str(tmp_path / "none.sqlite3"), 300.0, 0
+
+        def head(self):
+            Store.calls += 1
+            return None
+    watch = HeadWatch(Store())
+    for _ in range(3):
+        assert watch.head() is None
+    assert watch.queries == 3
