@@ -188,6 +188,10 @@ class Config:
     body_limits: dict[str, int] = option(lambda: dict(DEFAULT_BODY_LIMITS), "Per-verb body limits: "
                                          "`onSessionOpen=512MiB,prioritize=128MiB` or a YAML mapping.",
                                          parse_limits, factory=True, shown="onSessionOpen=1024MiB,prioritize=256MiB")
+    body_timeout: float = option(10.0, "Seconds a request body may take to arrive in full; a "
+                                 "slower client is answered 408 and disconnected, so clients that "
+                                 "trickle bodies cannot hold the worker threads (0: no limit).",
+                                 parse_float)
     log_level: str = option("info", "debug, info, warning or error.",
                             parse_choice("debug", "info", "warning", "error"))
     log_format: str = option("text", "text or json (one JSON object per line).", parse_choice("text", "json"))

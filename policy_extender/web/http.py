@@ -4,16 +4,18 @@ Bodies are read from ``wsgi.input`` directly (under gunicorn, from its socket in
 ``socket_body.py``): a ``Content-Length`` over the verb's limit is
 refused with 413 before a byte is read, and a body without a length (chunked) is refused as soon
 as what was read passes the limit. Content type: Volcano sends ``application/json``; a missing
-``Content-Type`` is accepted too (curl, simple clients), any other type is 415.
+``Content-Type`` is accepted too (simple clients), any other type is 415 (``curl -d`` sends a form type).
 """
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import orjson
 
-from policy_extender.web.socket_body import BodyEnded, read_from_socket
+from policy_extender.web.socket_body import BodyEnded, BodyTimeout, read_from_socket
 
 #: Bytes read at a time from a body sent without Content-Length.
 CHUNK = 1024 * 1024
@@ -21,7 +23,7 @@ CHUNK = 1024 * 1024
 JSON_HEADERS = (("Content-Type", "application/json"),)
 
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
+           408: "Request Timeout", 413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
            503: "Service Unavailable"}
 
 
@@ -62,19 +64,52 @@ def check_content_type(environ: dict) -> None:
                         "application/json, as Volcano does")
 
 
-def read_body(environ: dict, limit: int) -> bytes:
-    """The whole request body, never more than ``limit`` bytes (413 beyond)."""
+def read_body(environ: dict, limit: int, timeout: float = 0.0) -> bytes:
+    """The whole request body, never more than ``limit`` bytes (413 beyond), and, when
+    ``timeout`` > 0, never slower than ``timeout`` seconds in all (408 beyond)."""
     length = _content_length(environ)
     stream = environ["wsgi.input"]
     if length is None:
-        return _read_unsized(stream, limit)
+        with _idle_timeout(environ, timeout):
+            return _read_unsized(stream, limit)
     if length > limit:
         raise _too_large(length, limit)
+    deadline = time.monotonic() + timeout if timeout > 0 else None
     try:
-        body = read_from_socket(environ, length)
+        body = read_from_socket(environ, length, deadline)
+    except BodyTimeout as late:
+        raise _too_slow(late.got, length, timeout) from None
     except BodyEnded as ended:
         raise _ended(ended.got, length) from None
-    return body if body is not None else _read_exactly(stream, length)
+    if body is not None:
+        return body
+    with _idle_timeout(environ, timeout):
+        return _read_exactly(stream, length)
+
+
+@contextmanager
+def _idle_timeout(environ: dict, timeout: float):
+    """Reads through ``wsgi.input`` (chunked bodies, the fallback): each wait on the socket is
+    bounded by ``timeout``, a bound per gap rather than on the whole body."""
+    sock = environ.get("gunicorn.socket")
+    if sock is None or timeout <= 0:
+        yield
+        return
+    previous = sock.gettimeout()
+    sock.settimeout(timeout)
+    try:
+        yield
+    except TimeoutError:
+        environ["wsgi.input"].failed = True  # where the next request starts is unknown: close
+        raise _too_slow(None, environ.get("CONTENT_LENGTH") or "the", timeout) from None
+    finally:
+        sock.settimeout(previous)
+
+
+def _too_slow(got: int | None, length: int | str, timeout: float) -> HttpError:
+    what = f"{got} of {length}" if got is not None else f"not all of {length}"
+    return HttpError(408, f"request body too slow: {what} bytes arrived within {timeout:g} s "
+                     "(body_timeout); the connection is closed", headers=(("Connection", "close"),))
 
 
 def _content_length(environ: dict) -> int | None:

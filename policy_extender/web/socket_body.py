@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import mmap
+import time
 from typing import Any
 
 try:  # gunicorn is what serves the service; tests and the fixture runner may run without it
@@ -46,14 +47,23 @@ class BodyEnded(Exception):
         self.got = got
 
 
-def read_from_socket(environ: dict, length: int) -> bytes | bytearray | mmap.mmap | None:
-    """The body of ``length`` bytes read from gunicorn's socket, or None when not applicable."""
+class BodyTimeout(BodyEnded):
+    """The body was not all there by the deadline (a slow or stalled client); ``got`` were read."""
+
+
+def read_from_socket(environ: dict, length: int,
+                     deadline: float | None = None) -> bytes | bytearray | mmap.mmap | None:
+    """The body of ``length`` bytes read from gunicorn's socket, or None when not applicable.
+
+    ``deadline`` (a ``time.monotonic()`` value) bounds the whole read: a client that trickles
+    its body cannot hold the worker thread past it (``BodyTimeout``).
+    """
     reader = _length_reader(environ, length)
     if reader is None:
         return None
     stream = environ["wsgi.input"]
     try:
-        return _read(reader, length)
+        return _read(reader, length, deadline)
     except BaseException:
         stream.failed = True  # where the next request starts is unknown: gunicorn closes
         raise
@@ -79,7 +89,7 @@ def _buffer(length: int) -> bytearray | mmap.mmap:
     return mmap.mmap(-1, length, flags=_MAP_FLAGS) if length >= MAPPED_FROM else bytearray(length)
 
 
-def _read(reader: Any, length: int) -> bytes | bytearray | mmap.mmap:
+def _read(reader: Any, length: int, deadline: float | None) -> bytes | bytearray | mmap.mmap:
     unreader = reader.unreader
     buffered = unreader.buf.getvalue()
     unreader.buf = io.BytesIO()
@@ -88,18 +98,31 @@ def _read(reader: Any, length: int) -> bytes | bytearray | mmap.mmap:
         reader.length = 0
         return buffered[:length]
     body = _buffer(length)
-    view = memoryview(body)
-    got = len(buffered)
-    view[:got] = buffered
-    del buffered
-    sock = unreader.sock
-    while got < length:
-        received = sock.recv_into(view[got:])
-        if not received:
-            reader.length = 0
-            view.release()
-            raise BodyEnded(got)
-        got += received
-    view.release()
+    with memoryview(body) as view:
+        view[:len(buffered)] = buffered
+        _receive_into(unreader.sock, view, len(buffered), deadline)
     reader.length = 0
     return body
+
+
+def _receive_into(sock: Any, view: memoryview, got: int, deadline: float | None) -> None:
+    """Fill ``view`` from ``got`` on; before each ``recv_into`` the socket may wait only until
+    ``deadline``, so the bound is on the whole body, not on each gap between packets."""
+    previous = sock.gettimeout()
+    try:
+        while got < len(view):
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BodyTimeout(got)
+                sock.settimeout(remaining)
+            try:
+                received = sock.recv_into(view[got:])
+            except TimeoutError:
+                raise BodyTimeout(got) from None
+            if not received:
+                raise BodyEnded(got)
+            got += received
+    finally:
+        if deadline is not None:
+            sock.settimeout(previous)

@@ -23,7 +23,7 @@ EMPTY_OBJECT = b"{}"
 def read_request(service: Service, kind: str, environ: dict) -> bytes:
     """The body of one verb call, under the verb's limit; raises HttpError (415, 413, 400)."""
     check_content_type(environ)
-    return read_body(environ, service.config.body_limit_for(kind))
+    return read_body(environ, service.config.body_limit_for(kind), service.config.body_timeout)
 
 
 def answer(service: Service, kind: str, body: bytes) -> Reply:
