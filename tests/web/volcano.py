@@ -88,17 +88,26 @@ class VolcanoClient:
 
 
 class Server:
-    """``policy-extender serve`` with ``workers`` gunicorn workers on a free loopback port."""
+    """``policy-extender serve`` with ``workers`` gunicorn workers on a free loopback port.
 
-    def __init__(self, state_dir: Path, policy_dir: Path, session_store: str, workers: int = 2,
-                 threads: int = 8, extra_args: tuple[str, ...] = ()) -> None:
+    The one harness for every test that needs the real service (web, reload, replay, reliability,
+    soak): ``extra_args`` adds serve flags, ``pythonpath`` goes before the repository on
+    ``PYTHONPATH`` (the reload tests hide watchdog that way). Without ``session_store`` each
+    server gets a SQLite file of its own.
+    """
+
+    def __init__(self, state_dir: Path, policy_dir: Path, session_store: str | None = None, workers: int = 2,
+                 threads: int = 8, extra_args: tuple[str, ...] = (), reload_interval: float = 0.0,
+                 pythonpath: str = "") -> None:
+        state_dir = Path(state_dir)
         self.port = free_port()
         self.workers = workers
         self.log_path = state_dir / f"server-{self.port}.log"
+        session_store = session_store or f"sqlite:{state_dir / f'sessions-{self.port}.sqlite'}"
         args = [sys.executable, "-m", "policy_extender", "serve", "--bind", f"127.0.0.1:{self.port}",
                 "--workers", str(workers), "--threads", str(threads), "--policy-dirs", str(policy_dir),
-                "--session-store", session_store, "--reload-interval", "0", *extra_args]
-        env = {**os.environ, "PYTHONPATH": str(REPO),
+                "--session-store", session_store, "--reload-interval", str(reload_interval), *extra_args]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [pythonpath, str(REPO)])),
                "PROMETHEUS_MULTIPROC_DIR": str(state_dir / f"metrics-{self.port}")}
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(args, cwd=state_dir, env=env, stdout=self._log, stderr=subprocess.STDOUT)
