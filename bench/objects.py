@@ -1,4 +1,4 @@
-"""Builders for the objects Volcano puts on the wire, shaped exactly like /work/shared/samples.
+"""Builders for the objects Volcano puts on the wire, shaped exactly like the shared samples (tests/samples).
 
 Kubernetes objects (Pod, Node, PodGroup, Queue) are in normal k8s JSON, with ``managedFields`` as
 the API server keeps them (Volcano does not strip them). Volcano objects (TaskInfo, NodeInfo,

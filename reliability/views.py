@@ -9,9 +9,8 @@ from pathlib import Path
 from policy_extender.wire import decode
 from policy_extender.wire.session import NO_SESSION, Allocation, SnapshotEnv
 
-SAMPLES = Path("/work/shared/samples")
-if not SAMPLES.is_dir():  # a checkout without the shared directory: the web tests' copy
-    SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "web" / "samples"
+#: the test suite's copy of the shared sample bodies (tests/samples)
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "samples"
 
 
 def sample(verb: str) -> bytes:

@@ -10,7 +10,7 @@ from policy_extender.policy import compile_sources, load_directories
 from policy_extender.wire import decode
 from policy_extender.wire.views import NO_SESSION
 
-SAMPLES = Path("/work/shared/samples")
+from tests import SAMPLES
 REPO = Path(__file__).parents[1]
 DESIGN_CARD = "filter node.labels.zone == task.annotations.zone\nscore 10 * free_gpu\n"
 

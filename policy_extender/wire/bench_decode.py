@@ -20,7 +20,8 @@ import orjson
 from .decode import decode_predicate
 from .structs import full_reads
 
-SAMPLE = Path("/work/shared/samples/predicate.json")
+#: the repository's copy of the shared predicate sample (run from a checkout)
+SAMPLE = Path(__file__).resolve().parents[2] / "tests" / "samples" / "predicate.json"
 
 #: What a typical policy reads: ``filter node.labels.zone == task.annotations.zone``,
 #: ``filter free_gpu >= task_gpu``.

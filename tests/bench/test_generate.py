@@ -1,4 +1,4 @@
-"""The generator's bodies have the shape of the real ones in /work/shared/samples.
+"""The generator's bodies have the shape of the real ones in tests/samples (the shared samples as compact JSON).
 
 Shape = the set of key paths, with map keys (node names, task UIDs, label names...) and list
 indexes replaced by ``*``. Volcano's own structs must match the samples exactly; embedded
@@ -12,7 +12,7 @@ import pytest
 
 from bench.generate import Bodies, Cluster, ClusterSpec
 
-SAMPLES = Path("/work/shared/samples")
+from tests import SAMPLES
 K8S_OBJECTS = {"Pod", "Node", "PodGroup", "Queue"}
 MAPS = {"Jobs", "Nodes", "RevocableNodes", "Queues", "NamespaceInfo", "Tasks", "SubJobs", "TaskToSubJob", "ImageStates",
         "ScalarResources", "labels", "annotations", "PodAnnotations", "QuotaStatus", "NodesFitErrors", "TaskMinAvailable",

@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from tests import SAMPLES
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ops.test_image import free_port, healthcheck_command
@@ -21,15 +23,10 @@ from tests.ops.test_image import free_port, healthcheck_command
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PREDICATE = Path("/work/shared/samples/predicate.json")
-SAMPLES = [PREDICATE, ROOT / "tests" / "web" / "samples" / "predicate.json"]
 
 
 def predicate_body() -> bytes:
-    for path in SAMPLES:
-        if path.exists():
-            return json.dumps(json.loads(path.read_text())).encode()
-    pytest.skip("no predicate sample body")
+    return (SAMPLES / "predicate.json").read_bytes()
 
 
 @pytest.fixture

@@ -9,25 +9,17 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
+from pathlib import Path
 
-SAMPLES = "/work/shared/samples"
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.web.volcano import Server as WebServer
+
+from tests import SAMPLES
 
 
 def sample(verb: str) -> bytes:
     with open(os.path.join(SAMPLES, f"{verb}.json"), "rb") as f:
         return f.read()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def without_watchdog(state_dir: str) -> str:
@@ -39,23 +31,14 @@ def without_watchdog(state_dir: str) -> str:
     return os.path.dirname(package)
 
 
-class Server:
-    """``python -m policy_extender serve`` in a subprocess; ``stop()`` sends SIGTERM to it."""
+class Server(WebServer):
+    """The service with hot reload on (``interval``), every request on a new connection."""
 
     def __init__(self, policy_dir: str, state_dir: str, workers: int = 3, interval: float = 0.5,
                  inotify: bool = True) -> None:
-        self.port = free_port()
-        self.workers = workers
-        self.log_path = os.path.join(state_dir, "server.log")
-        args = [sys.executable, "-m", "policy_extender", "serve", "--bind", f"127.0.0.1:{self.port}",
-                "--workers", str(workers), "--threads", "4", "--policy-dirs", policy_dir,
-                "--reload-interval", str(interval),
-                "--session-store", "sqlite:" + os.path.join(state_dir, "sessions.sqlite")]
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": os.path.join(state_dir, "metrics"),
-               "PYTHONPATH": REPO if inotify else without_watchdog(state_dir) + os.pathsep + REPO}
-        self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(args, cwd=state_dir, env=env, stdout=self._log,
-                                        stderr=subprocess.STDOUT)
+        super().__init__(Path(state_dir), Path(policy_dir), workers=workers, threads=4,
+                         reload_interval=interval,
+                         pythonpath="" if inotify else without_watchdog(state_dir))
 
     def wait_listening(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
@@ -68,20 +51,6 @@ class Server:
             except OSError:
                 time.sleep(0.05)
         raise TimeoutError(f"server not listening after {timeout}s:\n{self.log()}")
-
-    def log(self) -> str:
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)

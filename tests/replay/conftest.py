@@ -13,7 +13,7 @@ from policy_extender.cli import main
 from policy_extender.config import Config
 from policy_extender.web import create_app
 
-SAMPLES = Path("/work/shared/samples")
+from tests import SAMPLES
 ZONE = "topology.kubernetes.io/zone"
 #: The sample snapshot's nodes and their zones.
 NODE_ZONES = {"node-0000": "zone-c", "node-0001": "zone-c", "node-0002": "zone-a",

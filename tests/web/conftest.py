@@ -12,7 +12,7 @@ import pytest
 from policy_extender.config import Config
 from policy_extender.web import create_app
 
-SAMPLES = Path(__file__).parent / "samples"
+from tests import SAMPLES
 
 #: The policies most tests run: one rule of every kind, each readable from the sample bodies.
 POLICIES = {

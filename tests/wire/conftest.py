@@ -6,7 +6,7 @@ import pytest
 
 from policy_extender.wire.structs import full_reads
 
-SAMPLES = Path("/work/shared/samples")
+from tests import SAMPLES
 
 
 def sample(name: str) -> bytes:
