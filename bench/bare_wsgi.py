@@ -1,6 +1,11 @@
 """The HTTP floor: a bare WSGI app that reads the whole body and returns each verb's constant
 neutral answer. Served under the same gunicorn settings as the service (``bench.server``), its
 requests/s are the most any Python extender can do on this machine and this gunicorn config.
+
+``app`` reads the body through gunicorn's ``wsgi.input`` (what a plain WSGI app does);
+``socket_app`` reads it the way the service does (``web.http.read_body``, straight from
+gunicorn's socket), the stricter floor: the service's own body-read gain does not count in its
+ratio against it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,17 @@ def read_body(environ: dict) -> int:
 def app(environ: dict, start_response):
     answer = ROUTES.get(environ.get("PATH_INFO", ""))
     read_body(environ)
+    if answer is None:
+        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
+        return [b"not found"]
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
+    return [answer]
+
+
+def socket_app(environ: dict, start_response):
+    from policy_extender.web.http import read_body as service_read_body
+    answer = ROUTES.get(environ.get("PATH_INFO", ""))
+    service_read_body(environ, 1 << 30)
     if answer is None:
         start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
         return [b"not found"]

@@ -23,6 +23,8 @@ from bench.load import Pool, Result, drive
 from bench.server import Server, busy_cpu_seconds, reset_peak_rss, status_kb
 
 LOAD_SERVERS = ("bare", "handwritten", "handwritten-wsgi", "service")
+#: what --servers may name: the default set plus the stricter floor (bench/bare_wsgi.socket_app)
+ALL_SERVERS = ("bare", "bare-socket", "handwritten", "handwritten-wsgi", "service")
 
 
 @dataclass
@@ -112,7 +114,7 @@ def medians(runs: list[dict]) -> dict:
     return out
 
 
-def measure(ctx: Context, scenario: str, calls, concurrency: int, wanted=LOAD_SERVERS, max_calls: int | None = None) -> dict:
+def measure(ctx: Context, scenario: str, calls, concurrency: int, wanted=ALL_SERVERS, max_calls: int | None = None) -> dict:
     """Every server on the same calls, runs interleaved (bare, handwritten, ..., bare, ...) so
     drifting background load hits each alike; medians per server."""
     servers = {kind: s for kind in servers_for(ctx, wanted) if (s := start(ctx, kind)) is not None}
@@ -137,10 +139,12 @@ def measure(ctx: Context, scenario: str, calls, concurrency: int, wanted=LOAD_SE
 
 
 def add_ratios(ctx: Context, scenario: str, by_server: dict) -> None:
-    bare, service = by_server.get("bare"), by_server.get("service")
-    for kind, row in by_server.items():
-        if kind != "bare" and bare:
-            row["rps_vs_bare"] = row["rps"] / bare["rps"] if bare["rps"] else 0.0
+    service = by_server.get("service")
+    for floor in ("bare", "bare-socket"):
+        base = by_server.get(floor)
+        for kind, row in by_server.items():
+            if kind not in ("bare", "bare-socket") and base and base["rps"]:
+                row[f"rps_vs_{floor}"] = row["rps"] / base["rps"]
     for base in ("handwritten", "handwritten-wsgi"):
         if service and base in by_server:
             service[f"cpu_vs_{base}"] = service["server_cpu_ms"] / by_server[base]["server_cpu_ms"]

@@ -3,7 +3,8 @@
 Three kinds of server, all under the service's own gunicorn settings
 (``policy_extender.gunicorn_conf.settings``: gthread workers, keep-alive, same workers/threads):
 
-* ``bare``: ``bench.bare_wsgi:app`` (the HTTP floor);
+* ``bare``: ``bench.bare_wsgi:app`` (the HTTP floor); ``bare-socket``: the same reading the body
+  the service's way (``bench.bare_wsgi:socket_app``, the stricter floor; not in the default set);
 * ``handwritten`` / ``handwritten-wsgi``: ``bench.handwritten`` as Flask / as plain WSGI;
 * ``service``: the real ``policy-extender serve`` on ``bench/policies``.
 
@@ -33,7 +34,7 @@ POLICY_DIR = Path(__file__).resolve().parent / "policies"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: the default 16 MiB limit answers 413 to prioritize over 500 nodes (~96 MB): raised as an operator would
 SERVICE_BODY_LIMITS = "onSessionOpen=512MiB,prioritize=256MiB"
-APPS = {"bare": "bench.bare_wsgi:app", "handwritten": "bench.handwritten:app", "handwritten-wsgi": "bench.handwritten:wsgi_app"}
+APPS = {"bare": "bench.bare_wsgi:app", "bare-socket": "bench.bare_wsgi:socket_app", "handwritten": "bench.handwritten:app", "handwritten-wsgi": "bench.handwritten:wsgi_app"}
 
 
 def free_port() -> int:
