@@ -45,7 +45,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 
 #: Bytes: a predicate body is ~100-200 KB, a snapshot tens to hundreds of MB.
 BODY_BUCKETS = tuple(float(1024 * 4**n) for n in range(0, 11))  # 1 KiB .. 1 GiB
 
-SESSION_EVENTS = ("opened", "closed", "expired")
+SESSION_EVENTS = ("opened", "closed", "expired", "replaced")
 
 #: Seconds between two writes of a worker's pending tallies into the prometheus values.
 FLUSH_SECONDS = 0.25
@@ -87,7 +87,7 @@ def build() -> Metrics:
                          ("verb", "code"), registry=registry),
         decisions=Counter(PREFIX + "decisions", "Decisions by verb kind, deciding rule and outcome.",
                           ("verb", "rule", "outcome"), registry=registry),
-        sessions=Counter(PREFIX + "sessions", "Scheduling sessions opened, closed or expired.",
+        sessions=Counter(PREFIX + "sessions", "Scheduling sessions opened, closed, expired or replaced (never closed).",
                          ("event",), registry=registry),
         reload_ok=Gauge(PREFIX + "policy_last_reload_successful",
                         "1 if every live worker's last policy load succeeded, else 0.",
@@ -268,7 +268,8 @@ def _flush_forever() -> None:
 
 
 def count_session(event: str) -> None:
-    """A session ``opened``, ``closed`` or ``expired`` (forgotten after the session TTL)."""
+    """A session ``opened``, ``closed``, ``expired`` (never closed, forgotten after the session
+    TTL) or ``replaced`` (never closed, a new onSessionOpen came first)."""
     if event not in SESSION_EVENTS:
         raise ValueError(f"session event {event!r} is not one of {', '.join(SESSION_EVENTS)}")
     _child(metrics().sessions, event).inc()

@@ -59,17 +59,30 @@ def current_policy(service: Service) -> Any:
 def on_session_open(service: Service, body: bytes) -> Reply:
     policy_set = current_policy(service)
     data = snapshot.from_open_body(body, policy_set.reads)
+    before = service.sessions.session_counts()
     service.sessions.open(data, policy_set.version, dict(policy_set.sources))
     _count_session("opened")
+    _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT, rule=policy_set.version)
 
 
 def on_session_close(service: Service, body: bytes) -> Reply:
     had_session = service.sessions.head() is not None
+    before = service.sessions.session_counts()
     service.sessions.close()
     if had_session:
         _count_session("closed")
+    _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT)
+
+
+def _count_ended_unclosed(service: Service, before) -> None:
+    """Sessions whose close never came: the store notices them at the next open or close
+    (``expired`` after the TTL, ``replaced`` by a new open first); once per cycle, two reads."""
+    after = service.sessions.session_counts()
+    for event in ("expired", "replaced"):
+        for _ in range(max(0, getattr(after, event) - getattr(before, event))):
+            _count_session(event)
 
 
 def _count_session(event: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from tests.web.conftest import post
 
@@ -47,3 +48,23 @@ def test_metrics_count_verb_calls(client):
     post(client, "predicate")
     text = client.get("/metrics").get_data(as_text=True)
     assert 'policy_extender_requests_total{code="200",verb="predicate"}' in text
+
+
+def _sessions_total(client) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+    text = client.get("/metrics").get_data(as_text=True)
+    return {s.labels["event"]: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "policy_extender_sessions_total"}
+
+
+def test_sessions_that_never_closed_are_counted_as_replaced_or_expired(make_app):
+    client = make_app(session_ttl=0.2).test_client()
+    before = _sessions_total(client)
+    post(client, "onSessionOpen")
+    post(client, "onSessionOpen")  # the first never closed: replaced
+    time.sleep(0.3)                # the second outlives its TTL: expired, noticed at the close
+    post(client, "onSessionClose")
+    after = _sessions_total(client)
+    events = ("opened", "closed", "expired", "replaced")
+    delta = {event: after.get(event, 0) - before.get(event, 0) for event in events}
+    assert delta == {"opened": 2, "closed": 0, "expired": 1, "replaced": 1}
