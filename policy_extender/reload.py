@@ -152,9 +152,10 @@ class PolicyReloader:
         self.reload_now()
         if self._use_inotify and self._interval > 0:
             self._watcher = DirectoryWatcher(self._dirs, self._wake_soon)
-            self._set_status(inotify=self._watcher.start())
-            # an edit between the first load and the watch would otherwise wait a whole interval
-            self._wake_soon()
+            watching = self._watcher.start()
+            self._set_status(inotify=watching)
+            if watching:  # an edit between the first load and the watch would wait an interval
+                self.poll()
         self._thread = threading.Thread(target=self._run, name="policy-reloader", daemon=True)
         self._thread.start()
         return self
