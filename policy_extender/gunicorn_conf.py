@@ -96,7 +96,10 @@ def child_exit(server: Any, worker: Any) -> None:
 
 
 def post_worker_init(worker: Any) -> None:
-    """Worker, after gunicorn reset its signal handlers: SIGHUP to a worker reloads its policies."""
+    """Worker, after gunicorn reset its signal handlers: SIGHUP to a worker reloads its policies;
+    a fatal signal (SIGSEGV, SIGBUS ...) prints every thread's Python stack to the log first."""
+    import faulthandler
+    faulthandler.enable(all_threads=True)
     from policy_extender.reload import install_sighup
     service = getattr(worker.wsgi, "extensions", {}).get("policy_extender")
     if service is not None:

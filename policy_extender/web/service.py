@@ -83,6 +83,8 @@ class Service:
                 log.exception("request-finished callback %r failed", callback)
 
     def _activate(self, policy_set: Any) -> None:
+        from policy_extender.wire import decode
+        decode.prepare(policy_set.reads)  # before it serves: no request builds a decoder
         self.policies.activate(policy_set)
         _set_policy_metrics(policy_set.version, time.time(), True, 0)
 

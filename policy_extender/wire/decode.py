@@ -9,12 +9,11 @@ Decoders are built once per read set (a policy version has one) and cached.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import msgspec
 
 from .errors import WireError
-from .reading import FrozenReads, Reads, decode_json, freeze_reads, required, struct_of
+from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, required, struct_of
 from .session import NO_SESSION, Allocation
 from .snapshot import Snapshot, allocation_in, decode_session_open
 from .views import JobView, NodeView, QueueView, TaskView
@@ -70,39 +69,48 @@ def _body(name: str, **fields) -> type:
                              forbid_unknown_fields=False)
 
 
-@lru_cache(maxsize=64)
+@built_once
 def _predicate_decoder(frozen: FrozenReads):
     body = _body("PredicateBody", task=struct_of(frozen, "task"), node=struct_of(frozen, "node"))
     return msgspec.json.Decoder(body)
 
 
-@lru_cache(maxsize=64)
+@built_once
 def _prioritize_decoder(frozen: FrozenReads):
     node = struct_of(frozen, "node")
     body = _body("PrioritizeBody", task=struct_of(frozen, "task"), nodes=list[node | None])
     return msgspec.json.Decoder(body)
 
 
-@lru_cache(maxsize=64)
+@built_once
 def _victims_decoders(frozen: FrozenReads):
     task = struct_of(frozen, "task")
     body = _body("VictimsBody", evictor=task, evictees=list[msgspec.Raw])
     return msgspec.json.Decoder(body), msgspec.json.Decoder(task | None)
 
 
-@lru_cache(maxsize=64)
+@built_once
 def _job_decoder(frozen: FrozenReads):
     return msgspec.json.Decoder(_body("JobBody", job=struct_of(frozen, "job")))
 
 
-@lru_cache(maxsize=64)
+@built_once
 def _queue_decoder(frozen: FrozenReads):
     return msgspec.json.Decoder(_body("QueueBody", queue=struct_of(frozen, "queue")))
 
 
-@lru_cache(maxsize=64)
+@built_once
 def _task_decoder(frozen: FrozenReads):
     return msgspec.json.Decoder(_body("TaskEventBody", task=struct_of(frozen, "task")))
+
+
+def prepare(reads: Reads | None) -> None:
+    """Build every verb's decoder for ``reads`` now (when a policy set goes live), so no request
+    pays for it and no two request threads build one at once."""
+    frozen = freeze_reads(reads)
+    for factory in (_predicate_decoder, _prioritize_decoder, _victims_decoders, _job_decoder,
+                    _queue_decoder, _task_decoder):
+        factory(frozen)
 
 
 # ---------------------------------------------------------------- decoders per verb

@@ -4,6 +4,7 @@ the JSON path (``$.task.Resreq.MilliCPU: expected number, got string``)."""
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Mapping
 
 import msgspec
@@ -34,6 +35,32 @@ def freeze_reads(reads: Reads | None) -> FrozenReads:
         _FROZEN.clear()
     _FROZEN[id(reads)] = (reads, frozen)
     return frozen
+
+
+#: Decoders are built by one thread at a time. msgspec fills a Struct type's decoding info on
+#: first use and calls back into Python while doing it, so two gthread threads building decoders
+#: over the same fresh types at once (a new worker's first 16 parallel predicates) is a race in C;
+#: lookups after the first build take no lock.
+_BUILD_LOCK = threading.RLock()
+_MAX_CACHED = 64
+
+
+def built_once(factory):
+    """``factory(reads)`` built at most once per read set, under ``_BUILD_LOCK``; cached."""
+    cache: dict = {}
+
+    def get(frozen):
+        found = cache.get(frozen)
+        if found is None:
+            with _BUILD_LOCK:
+                found = cache.get(frozen)
+                if found is None:
+                    if len(cache) >= _MAX_CACHED:  # many reloads: drop the oldest read sets
+                        cache.pop(next(iter(cache)))
+                    found = cache[frozen] = factory(frozen)
+        return found
+
+    return get
 
 
 def struct_of(frozen: FrozenReads, root: str) -> type:

@@ -8,12 +8,11 @@ fields of ``Jobs`` and ``Queues`` and encodes them as msgpack bytes for the shar
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
 import msgspec
 
-from .reading import FrozenReads, Reads, decode_json, freeze_reads, struct_of
+from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 from .resources import Resources
 from .session import NO_SESSION, Allocation
 from .views import JobView, QueueView, TaskView
@@ -21,7 +20,7 @@ from .views import JobView, QueueView, TaskView
 _MSGPACK = msgspec.msgpack.Encoder()
 
 
-@lru_cache(maxsize=64)
+@built_once
 def _open_decoder(frozen: FrozenReads) -> msgspec.json.Decoder:
     job, queue = struct_of(frozen, "job"), struct_of(frozen, "queue")
     fields = [("Jobs", dict[str, job | None] | None, None), ("Queues", dict[str, queue | None] | None, None)]
