@@ -96,11 +96,17 @@ def parse_mapping(value: Any) -> dict[str, str]:
     return pairs
 
 
-def parse_verbs(value: Any) -> dict[str, str]:
-    verbs = parse_mapping(value)
-    unknown = sorted(set(verbs) - set(VERB_KINDS))
+def _by_verb_kind(value: Any) -> dict[str, str]:
+    """A ``kind=value`` mapping whose keys must all be verb kinds."""
+    mapping = parse_mapping(value)
+    unknown = sorted(set(mapping) - set(VERB_KINDS))
     if unknown:
         raise ValueError(f"unknown verb kind {unknown[0]!r}; the kinds are {', '.join(VERB_KINDS)}")
+    return mapping
+
+
+def parse_verbs(value: Any) -> dict[str, str]:
+    verbs = _by_verb_kind(value)
     for kind, path in verbs.items():
         if not re.fullmatch(r"[A-Za-z0-9._~-]+", path):
             raise ValueError(f"verb path for {kind} must be one URL segment such as customFilter, got {path!r}")
@@ -108,10 +114,7 @@ def parse_verbs(value: Any) -> dict[str, str]:
 
 
 def parse_limits(value: Any) -> dict[str, int]:
-    limits = parse_mapping(value)
-    unknown = sorted(set(limits) - set(VERB_KINDS))
-    if unknown:
-        raise ValueError(f"unknown verb kind {unknown[0]!r}; the kinds are {', '.join(VERB_KINDS)}")
+    limits = _by_verb_kind(value)
     return {**DEFAULT_BODY_LIMITS, **{kind: parse_size(size) for kind, size in limits.items()}}
 
 

@@ -26,6 +26,21 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def wait_listening(port: int, process: subprocess.Popen, log) -> None:
+    """Until the server accepts connections; fails with its log if it exits or takes 30 s."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert process.poll() is None, log()
+            time.sleep(0.1)
+    process.kill()  # a pipe's log can only be read to its end once the process is gone
+    process.wait()
+    pytest.fail("server not listening after 30 s:\n" + log())
+
+
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
@@ -33,14 +48,7 @@ def server():
     process = subprocess.Popen([sys.executable, "-m", "bench.server", "tests.web.socket_body_app:app",
                                 "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "2"],
                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert process.poll() is None, process.stderr.read().decode()
-            time.sleep(0.1)
+    wait_listening(port, process, lambda: process.stderr.read().decode())
     yield port
     process.terminate()
     process.wait(20)
@@ -131,14 +139,7 @@ def service(tmp_path_factory):
                                 "--workers", "1", "--threads", "2", "--policy-dirs", str(ROOT / "bench" / "policies"),
                                 "--session-store", f"sqlite:{tmp / 'sessions.sqlite3'}", "--reload-interval", "0"],
                                cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "stderr", "wb"))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert process.poll() is None, (tmp / "stderr").read_text()
-            time.sleep(0.1)
+    wait_listening(port, process, lambda: (tmp / "stderr").read_text())
     yield port, tmp / "stderr"
     process.terminate()
     process.wait(20)
