@@ -13,17 +13,25 @@ without a commit is expiry: ``expires_at`` is ``opened_at + ttl_seconds``, writt
 by a store with the same TTL (every worker is configured alike), so the cached head is dropped
 as soon as ``time.time()`` reaches it, exactly as the query's ``expires_at > now`` would.
 
-Safe only while this process holds the ``-shm`` file open through one of its own connections
-(SQLite truncates the file only when no process has it open): the watch maps the file after a
-real query in this process, and the store never closes its connections. Anything unexpected
-(another store class, no ``-shm`` file, a short file, any OSError) falls back to querying on
-every call.
+Locks. SQLite's WAL locks (the read and write locks and the "DMS" byte that tells other processes
+the wal-index is live) are POSIX advisory locks, and on Linux closing *any* descriptor of a file
+releases every POSIX lock the process holds on that file. So the watch never closes what it
+opens: the descriptor of the ``-shm`` file and its mapping (which holds a duplicate descriptor)
+are kept for the life of the process in ``_HELD``, once per process. Closing them would let a
+new process rebuild (truncate) the wal-index under the running ones (SIGBUS) and let another
+writer in while a thread of this process is inside a write transaction (a lost commit); see
+SQLite's "How To Corrupt An SQLite Database File", section 2.2, and tests/session/test_sqlite_locks.py.
+
+The map is made after a real query in this process, so its connection holds the DMS lock and
+the file is live. Anything unexpected (another store class, no ``-shm`` file, a short file, any
+OSError) falls back to querying on every call.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import threading
 import time
 from typing import Any
 
@@ -31,6 +39,12 @@ from typing import Any
 HEADER_BYTES = 48
 #: WalIndexHdr x2 + WalCkptInfo: the least a live -shm file holds
 SHM_MIN_BYTES = 136
+
+#: (pid, descriptor, mapping) of every -shm file a watch opened: never closed (see the docstring)
+_HELD: list[tuple[int, int, mmap.mmap | None]] = []
+#: (pid, device, inode) of a -shm file -> its mapping in _HELD, shared by the watches of a process
+_MAPS: dict[tuple[int, int, int], mmap.mmap | None] = {}
+_MAPS_LOCK = threading.Lock()
 
 
 class HeadWatch:
@@ -68,17 +82,34 @@ class HeadWatch:
         """Map the -shm file's first page, after a query that makes this process hold it open."""
         self._pid, self._map, self._seen = os.getpid(), None, None
         self.store.head()
+        self._map = shared_map(self.store.path + "-shm")
+
+
+def shared_map(path: str) -> mmap.mmap | None:
+    """This process's read-only map of the first bytes of ``path`` (None if it cannot be mapped).
+    One per process and file, opened once and never closed (see the module docstring)."""
+    with _MAPS_LOCK:
         try:
-            fd = os.open(self.store.path + "-shm", os.O_RDONLY | os.O_CLOEXEC)
+            info = os.stat(path)
         except OSError:
-            return
+            return None
+        key = (os.getpid(), info.st_dev, info.st_ino)
+        if key in _MAPS:
+            return _MAPS[key]
         try:
-            if os.fstat(fd).st_size >= SHM_MIN_BYTES:
-                self._map = mmap.mmap(fd, SHM_MIN_BYTES, mmap.MAP_SHARED, mmap.PROT_READ)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
-            self._map = None
-        finally:
-            os.close(fd)
+            return None
+        mapped = None
+        try:
+            opened = os.fstat(fd)
+            if opened.st_size >= SHM_MIN_BYTES:
+                mapped = mmap.mmap(fd, SHM_MIN_BYTES, mmap.MAP_SHARED, mmap.PROT_READ)
+                _MAPS[(key[0], opened.st_dev, opened.st_ino)] = mapped
+        except OSError:
+            mapped = None
+        _HELD.append((key[0], fd, mapped))
+        return mapped
 
 
 def watch_for(store: Any) -> Any:
