@@ -11,6 +11,7 @@ the two identical.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -61,8 +62,16 @@ def parse_float(value: Any) -> float:
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"expected a number of seconds, got {value!r}") from None
-    if number < 0:
-        raise ValueError(f"expected a number >= 0, got {value!r}")
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"expected a finite number >= 0, got {value!r}")
+    return number
+
+
+def parse_positive(value: Any) -> float:
+    """A finite number of seconds > 0 (0 would end every session, or time out every call, at once)."""
+    number = parse_float(value)
+    if number <= 0:
+        raise ValueError(f"expected a number of seconds > 0, got {value!r}")
     return number
 
 
@@ -184,8 +193,14 @@ class Config:
     session_store: str = option("sqlite:", "Shared session store: `sqlite:PATH` (one host, every "
                                 "worker; `sqlite:` alone is a file in /dev/shm, else the temp "
                                 "directory) or `redis://HOST:PORT/DB` (several replicas).", parse_store)
-    session_ttl: float = option(300.0, "Seconds after which a session never closed is forgotten.",
-                                parse_float)
+    session_ttl: float = option(300.0, "Seconds after which a session never closed is forgotten "
+                                "(> 0).", parse_positive)
+    redis_timeout: float = option(0.25, "Seconds to connect to the Redis session store and to wait "
+                                  "for each answer (> 0); keep it well under Volcano's "
+                                  "`extender.httpTimeout`, so a paused or unreachable Redis fails "
+                                  "the call (5xx: `ignorable` decides) instead of holding a worker "
+                                  "thread. Opening and closing a session, which write or delete the "
+                                  "snapshot, wait up to max(1 s, 4 x this).", parse_positive)
     body_limit: int = option(16 * MIB, "Largest request body for any verb without its own limit "
                              "(bytes, or 16MiB, 1GB ...). A larger body is answered 413.", parse_size)
     body_limits: dict[str, int] = option(lambda: dict(DEFAULT_BODY_LIMITS), "Per-verb body limits: "

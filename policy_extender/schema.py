@@ -71,12 +71,12 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("ephemeral_storage", "number", "ephemeral-storage", "bytes", (("ScalarResources",),)),
     ),
     "counts": _fields(
-        Field("tasks", "number", "tasks allocated in this scheduling cycle (allocate minus deallocate events)", "tasks"),
-        Field("cpu", "number", "CPU allocated this cycle", "cores"),
-        Field("memory", "number", "memory allocated this cycle", "bytes"),
-        Field("gpu", "number", "GPUs allocated this cycle", "GPUs"),
-        Field("pods", "number", "pod slots allocated this cycle", "pods"),
-        Field("ephemeral_storage", "number", "ephemeral storage allocated this cycle", "bytes"),
+        Field("tasks", "number", "net tasks placed in this scheduling cycle: allocate events minus deallocate events; an eviction of a task that ran before the cycle counts -1, so it can be negative", "tasks"),
+        Field("cpu", "number", "net CPU allocated this cycle", "cores"),
+        Field("memory", "number", "net memory allocated this cycle", "bytes"),
+        Field("gpu", "number", "net GPUs allocated this cycle", "GPUs"),
+        Field("pods", "number", "net pod slots allocated this cycle", "pods"),
+        Field("ephemeral_storage", "number", "net ephemeral storage allocated this cycle", "bytes"),
     ),
     "taint": _fields(
         Field("key", "string", "taint key", wire=(("key",),)),

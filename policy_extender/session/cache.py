@@ -1,28 +1,44 @@
 """SessionCache: one per worker process; turns the shared store into an ``Env`` per request.
 
 Every call reads the store's ``head()`` once (on the SQLite store through ``head_watch``, which
-answers from memory until the database file records a commit or the session expires). The snapshot is fetched and decoded again only when
-the session id changed. When ``seq`` moved, only the events after the ones already applied are
-fetched (``store.changes``) and applied to the counters, so a cycle with thousands of
-allocations costs each worker O(new events) per request, not O(all allocations). Otherwise the
-answer comes from memory. Safe for the threads of a gthread worker: the fast path only reads one
-attribute, and catching up happens under a lock, once, for every thread that needs it.
+answers from memory until the database file records a commit or the session expires). The
+snapshot is fetched and decoded again only when the session id changed. When ``seq`` moved, only
+the events after the ones already applied are fetched (``store.changes``) and applied to the
+counters, so a cycle with thousands of allocations costs each worker O(new events) per request,
+not O(all allocations). Otherwise the answer comes from memory. Safe for the threads of a
+gthread worker: the fast path only reads one attribute, and catching up happens under a lock,
+once, for every thread that needs it.
+
+What the cache holds must be what the store holds, or the call fails (``SessionLost``, a 5xx, so
+Volcano's ``extender.ignorable`` decides) rather than deciding from a picture no other worker has:
+- Catching up is all or nothing: the events are applied to copies, and published only when the
+  store returned every event up to the head that was read and the first of them continues the
+  history the cache applied (each change carries a ``tip`` id; the head carries the last one).
+- A head whose ``seq`` and ``tip`` disagree with the cache's history (a store that lost
+  acknowledged writes in a failover, then took new ones), or that stays behind the cache when
+  read again, makes the cache rebuild the session from the store, and says so.
+- A session that disappears from the store without having ended (no close, no replacement, not
+  expired: the store restarted empty, its file was replaced) raises ``SessionLost`` on every call
+  until a new session opens.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from policy_extender.session.allocation import Allocation, decode_allocation
-from policy_extender.session.counts import Counters
+from policy_extender.session.counts import Counters, Shift
 from policy_extender.session.env import SessionEnv, Snapshot, queue_name_of
 from policy_extender.session.head_watch import watch_for
-from policy_extender.session.store import Head, SessionStore
+from policy_extender.session.store import Change, Head, SessionLost, SessionStore
 from policy_extender.wire.session import NO_SESSION
 
+log = logging.getLogger("policy_extender.session")
 
 #: :meth:`SessionCache.last_head` before this thread's call read the head
 NOT_READ = object()
@@ -35,12 +51,19 @@ class CacheCounts:
     snapshot_loads: int = 0
     change_loads: int = 0
     records_decoded: int = 0
+    #: sessions rebuilt because the store's history differed from the cache's
+    resyncs: int = 0
+    #: sessions that vanished from the store without ending
+    lost: int = 0
 
 
 @dataclass(frozen=True)
 class _Cached:
     env: SessionEnv  # env.head.seq: how many of the session's events are applied
-    records: dict[str, Allocation]  # task uid -> allocation; touched only under the lock
+    #: task uid -> (net change, allocation); touched only under the lock, after a catch-up succeeded
+    records: dict[str, tuple[int, Allocation]]
+    #: tips[n]: the tip of the change that set seq to n (tips[0] is "", the open); append-only
+    tips: list[str] = field(default_factory=lambda: [""])
 
 
 class SessionCache:
@@ -49,13 +72,16 @@ class SessionCache:
     def __init__(self, store: SessionStore,
                  decode_snapshot: Callable[[bytes], Snapshot] | None = None,
                  decode_allocation: Callable[[bytes], Allocation] = decode_allocation,
-                 *, no_session: Any = NO_SESSION) -> None:
+                 *, no_session: Any = NO_SESSION,
+                 on_event: Callable[[str], None] | None = None) -> None:
         """``decode_snapshot`` defaults to ``wire.snapshot.load_snapshot``, ``decode_allocation``
-        to the ``AllocationRecord`` codec the allocate handler writes with."""
+        to the ``AllocationRecord`` codec the allocate handler writes with. ``on_event`` is told
+        ``"lost"`` or ``"resynced"`` (metrics)."""
         self.store = store
         self._decode_snapshot = decode_snapshot or _wire_snapshot_decoder()
         self._decode_allocation = decode_allocation
         self._no_session = no_session
+        self._on_event = on_event or (lambda event: None)
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
         self._last = threading.local()
@@ -64,12 +90,15 @@ class SessionCache:
 
     def env(self) -> Any:
         """The env of the current session, or the no-session env. ``env.head`` names the session
-        and its pinned policy version."""
+        and its pinned policy version. Raises SessionLost (see the module docstring)."""
         head = self._watch.head() if self._watch is not None else self.store.head()
         self._last.head = head
-        if head is None:
-            return self._no_session
         cached = self._cached
+        if head is None:
+            if cached is None:
+                return self._no_session
+            with self._lock:
+                return self._no_session_now()
         if cached is not None and _is_fresh(cached, head):
             return cached.env
         with self._lock:
@@ -84,16 +113,67 @@ class SessionCache:
         Lets the recorder name a call's session without a second ``head()`` read."""
         return getattr(self._last, "head", NOT_READ)
 
+    # -- no session ---------------------------------------------------------------------------
+
+    def _no_session_now(self) -> Any:
+        """The store has no session, and this worker had one: ended, or lost?"""
+        cached = self._cached
+        if cached is None:
+            return self._no_session
+        mine = cached.env.head
+        if time.time() >= mine.opened_at + self.store.ttl_seconds or self.store.ended(mine.session_id):
+            self._cached = None  # closed, replaced or expired: nothing to report
+            return self._no_session
+        again = self.store.head()
+        if again is not None:  # opened again since this call read the head
+            return self._load(again)
+        self.counts.lost += 1
+        self._on_event("lost")
+        log.error("session %s vanished from the session store without being closed (the store "
+                  "restarted empty, or its file was replaced): answering errors until the next "
+                  "onSessionOpen, so that extender.ignorable decides", mine.session_id)
+        raise SessionLost(f"session {mine.session_id} vanished from the session store without being "
+                          "closed (the store restarted empty or its file was replaced); calls fail "
+                          "until the next onSessionOpen")
+
+    # -- catching up --------------------------------------------------------------------------
+
     def _refresh(self, head: Head) -> Any:
         cached = self._cached
         if cached is not None and _is_fresh(cached, head):
             return cached.env  # another thread caught up while this one waited
         if cached is None or cached.env.head.session_id != head.session_id:
-            cached = self._start(head)
-            if cached is None:
-                return self._no_session  # replaced or closed between head() and snapshot()
-        self._cached = self._catch_up(cached)
-        return self._cached.env
+            return self._load(head)
+        if head.seq >= cached.env.head.seq and (updated := self._catch_up(cached, head)) is not None:
+            return self._publish(updated)
+        # an older head than the cache's, or a session that changed between head() and changes()
+        now = self.store.head()
+        if now is None:
+            return self._no_session_now()
+        if now.session_id != head.session_id:
+            return self._load(now)
+        if now.seq >= cached.env.head.seq and (updated := self._catch_up(cached, now)) is not None:
+            return self._publish(updated)
+        self._resynced(cached.env.head, now)  # the store's history is not the one applied here
+        return self._load(now)
+
+    def _publish(self, cached: _Cached) -> Any:
+        self._cached = cached
+        return cached.env
+
+    def _load(self, head: Head | None) -> Any:
+        """The session from scratch: its snapshot, then every event."""
+        for _ in range(3):  # a session replaced between two reads: read the new one
+            if head is None:
+                self._cached = None
+                return self._no_session
+            started = self._start(head)
+            updated = self._catch_up(started, head) if started is not None else None
+            if updated is not None:
+                return self._publish(updated)
+            head = self.store.head()
+        raise SessionLost("the session store changed under every attempt to read the session; "
+                          "try again")
 
     def _start(self, head: Head) -> _Cached | None:
         """A new session: its snapshot, and no events applied yet."""
@@ -101,34 +181,57 @@ class SessionCache:
         if data is None:
             return None
         self.counts.snapshot_loads += 1
-        env = SessionEnv(head._replace(seq=0), self._decode_snapshot(data), Counters())
+        env = SessionEnv(head._replace(seq=0, tip=""), self._decode_snapshot(data), Counters())
         return _Cached(env, {})
 
-    def _catch_up(self, cached: _Cached) -> _Cached:
-        """Apply the events the store has beyond those already applied."""
-        env, records = cached.env, cached.records
+    def _catch_up(self, cached: _Cached, head: Head) -> _Cached | None:
+        """``cached`` with the store's events up to at least ``head``, or None when the store did
+        not return a history that continues the cached one up to ``head``. Nothing is changed
+        before the whole batch is known to apply."""
+        env, records, tips = cached.env, cached.records, cached.tips
+        applied = env.head.seq
         self.counts.change_loads += 1
-        changes = self.store.changes(env.head.session_id, env.head.seq)
-        events = [self._replace(records, task_uid, record) for task_uid, record in changes]
-        counters = env.counters.apply(events, lambda job: queue_name_of(env.snapshot, job))
-        head = env.head._replace(seq=env.head.seq + len(changes))
-        return _Cached(SessionEnv(head, env.snapshot, counters), records)
+        changes = self.store.changes(env.head.session_id, max(0, applied - 1))
+        if applied > 0:
+            if not changes or changes[0].tip != tips[applied]:
+                return None  # the store's history differs from what this cache applied
+            changes = changes[1:]
+        if applied + len(changes) < head.seq or (
+                applied + len(changes) == head.seq and (changes[-1].tip if changes else tips[applied]) != head.tip):
+            return None  # the session ended or changed between head() and changes()
+        overlay: dict[str, tuple[int, Allocation]] = {}
+        shifts: list[Shift] = []
+        for change in changes:
+            before = overlay.get(change.task_uid) or records.get(change.task_uid)
+            after = (change.net, self._decode(change))
+            if before is not None and before[0]:
+                shifts.append((before[1], -before[0]))
+            if after[0]:
+                shifts.append((after[1], after[0]))
+            overlay[change.task_uid] = after
+        counters = env.counters.apply(shifts, lambda job: queue_name_of(env.snapshot, job))
+        # every step that could fail is done: publish
+        records.update(overlay)
+        tips.extend(change.tip for change in changes)
+        new_head = head._replace(seq=applied + len(changes), tip=tips[-1])
+        return _Cached(SessionEnv(new_head, env.snapshot, counters), records, tips)
 
-    def _replace(self, records: dict[str, Allocation], task_uid: str,
-                 record: bytes | None) -> tuple[Allocation | None, Allocation | None]:
-        """Update ``records`` for one event; (the allocation it removed, the one it added)."""
-        removed = records.pop(task_uid, None)
-        if record is None:
-            return removed, None
+    def _decode(self, change: Change) -> Allocation:
         self.counts.records_decoded += 1
-        records[task_uid] = added = self._decode_allocation(record)
-        return removed, added
+        return self._decode_allocation(change.record)
+
+    def _resynced(self, mine: Head, store: Head | None) -> None:
+        self.counts.resyncs += 1
+        self._on_event("resynced")
+        log.warning("session %s: the store's history (seq %s) differs from this worker's (seq %s); "
+                    "reading the session again from the store", mine.session_id,
+                    None if store is None else store.seq, mine.seq)
 
 
 def _is_fresh(cached: _Cached, head: Head) -> bool:
-    """The cached env is of ``head``'s session and has applied at least ``head.seq`` events."""
+    """The cached env is exactly ``head``: same session, same number of events, same last tip."""
     mine = cached.env.head
-    return mine.session_id == head.session_id and mine.seq >= head.seq
+    return mine.seq == head.seq and mine.tip == head.tip and mine.session_id == head.session_id
 
 
 def _wire_snapshot_decoder() -> Callable[[bytes], Snapshot]:

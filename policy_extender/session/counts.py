@@ -5,6 +5,8 @@ again after each event would cost O(allocations) per request. ``Counters`` is im
 returns new counters in which only the queue, job and node an event touched are new objects, so
 a request keeps a consistent picture while the next one moves on.
 
+Counts are net (store.py): an eviction shifts its task out (-1), so a key may go below zero.
+
 The values are the wire layer's ``Counts`` and ``SessionView`` (the schema's ``counts`` and
 ``session`` types). An allocate event names the task's job, not its queue: the queue comes from
 the session snapshot through ``queue_of_job``.
@@ -20,12 +22,12 @@ from policy_extender.wire.quantity import whole
 from policy_extender.wire.resources import NO_COUNTS, Counts
 from policy_extender.wire.session import SessionView
 
-#: One event: the task UID and its new allocation, or None when the task was deallocated.
-Event = tuple[str, "Allocation | None"]
+#: One change to the counters: an allocation and how many times to add it (-1 takes it away).
+Shift = tuple[Allocation, int]
 
 
 def shifted(counts: Counts, resources: Mapping[str, float], sign: int) -> Counts:
-    """``counts`` plus (sign 1) or minus (sign -1) one task using ``resources``."""
+    """``counts`` plus ``sign`` tasks using ``resources`` each (sign -1 takes one away)."""
     amounts = counts.as_dict()
     for name, amount in resources.items():
         # rounding keeps add-then-subtract from leaving 1e-16 crumbs behind
@@ -49,16 +51,14 @@ class Counters:
                            self.by_node.get(node_name or "", NO_COUNTS),
                            self.by_queue, self.by_job, self.by_node)
 
-    def apply(self, events: Iterable[tuple[Allocation | None, Allocation | None]],
+    def apply(self, shifts: Iterable[Shift],
               queue_of_job: Callable[[str], str | None]) -> Counters:
-        """New counters after ``events``: pairs (allocation removed, allocation added), either
-        None (a first allocate removes nothing, a deallocate adds nothing)."""
+        """New counters after ``shifts``: (allocation, n) adds the allocation n times (n < 0
+        takes it away)."""
         draft = _Draft(self, queue_of_job)
-        for removed, added in events:
-            if removed is not None:
-                draft.shift(removed, -1)
-            if added is not None:
-                draft.shift(added, 1)
+        for allocation, n in shifts:
+            if n:
+                draft.shift(allocation, n)
         return draft.freeze()
 
 
@@ -85,11 +85,11 @@ class _Draft:
 def _shift(counts_by: dict[str, Counts], key: str | None, resources: Mapping[str, float],
            sign: int) -> None:
     """Shift the counts of ``key``; an empty key (unknown queue, no node) is not counted, and a
-    key whose last task left is dropped (it reads as absent, like one never allocated to)."""
+    key whose changes net to nothing is dropped (it reads as absent, like one never touched)."""
     if not key:
         return
     counts = shifted(counts_by.get(key, NO_COUNTS), resources, sign)
-    if counts.tasks:
+    if counts.tasks or any(counts.as_dict().values()):
         counts_by[key] = counts
     else:
         counts_by.pop(key, None)
@@ -97,4 +97,4 @@ def _shift(counts_by: dict[str, Counts], key: str | None, resources: Mapping[str
 
 def count(allocations: Iterable[Allocation], queue_of_job: Callable[[str], str | None]) -> Counters:
     """Counters of ``allocations`` from scratch (tests and checks)."""
-    return Counters().apply(((None, allocation) for allocation in allocations), queue_of_job)
+    return Counters().apply(((allocation, 1) for allocation in allocations), queue_of_job)

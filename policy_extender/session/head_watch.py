@@ -22,6 +22,10 @@ new process rebuild (truncate) the wal-index under the running ones (SIGBUS) and
 writer in while a thread of this process is inside a write transaction (a lost commit); see
 SQLite's "How To Corrupt An SQLite Database File", section 2.2, and tests/session/test_sqlite_locks.py.
 
+The watch also asks the store, at least every ``CHECK_SECONDS``, whether its path still names the
+file this process has open (``SqliteStore.check_file``), and maps the new file's ``-shm`` after
+the store moved to it.
+
 The map is made after a real query in this process, so its connection holds the DMS lock and
 the file is live. Anything unexpected (another store class, no ``-shm`` file, a short file, any
 OSError) falls back to querying on every call.
@@ -34,6 +38,8 @@ import os
 import threading
 import time
 from typing import Any
+
+from policy_extender.session.sqlite import CHECK_SECONDS, SqliteStore
 
 #: bytes of the first WAL-index header copy (WalIndexHdr)
 HEADER_BYTES = 48
@@ -52,12 +58,16 @@ class HeadWatch:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self._pid: int | None = None
+        self._mapped_for: tuple[int, int] | None = None  # (pid, store generation) of the map
+        self._next_check = 0.0
         self._map: mmap.mmap | None = None
         self._seen: tuple[bytes, Any, float] | None = None  # (header, head, expires_at)
         self.queries = 0
 
     def head(self) -> Any:
+        if time.monotonic() >= self._next_check:
+            self.store.check_file()
+            self._next_check = time.monotonic() + CHECK_SECONDS
         header = self._header()
         seen = self._seen
         if header is not None and seen is not None and seen[0] == header and (
@@ -74,14 +84,15 @@ class HeadWatch:
         return head
 
     def _header(self) -> bytes | None:
-        if self._pid != os.getpid():
+        if self._mapped_for != (os.getpid(), self.store.generation):
             self._map_shm()
         return self._map[:HEADER_BYTES] if self._map is not None else None
 
     def _map_shm(self) -> None:
         """Map the -shm file's first page, after a query that makes this process hold it open."""
-        self._pid, self._map, self._seen = os.getpid(), None, None
+        self._map, self._seen = None, None
         self.store.head()
+        self._mapped_for = (os.getpid(), self.store.generation)
         self._map = shared_map(self.store.path + "-shm")
 
 
@@ -114,7 +125,6 @@ def shared_map(path: str) -> mmap.mmap | None:
 
 def watch_for(store: Any) -> Any:
     """A HeadWatch for a SqliteStore, else None (other stores are queried on every call)."""
-    from policy_extender.session.sqlite import SqliteStore
     if type(store) is not SqliteStore or not isinstance(getattr(store, "path", None), str):
         return None
     return HeadWatch(store)

@@ -5,13 +5,22 @@ allocate can never land in a session that another replica has just replaced. All
 hash tag ``{<prefix>}`` so they live in one slot (the scripts also work on a Redis Cluster).
 
 Keys (``P`` = ``{prefix}:``):
-  ``P head``           hash sid, seq, version, opened_at; PEXPIRE ttl      (the one read per request)
+  ``P head``           hash sid, seq, version, opened_at, tip; PEXPIRE ttl  (the one read per request)
   ``P live``           the id of the last session opened and not closed     (to count expiries)
+  ``P ended``          list of the last ENDED_KEPT session ids that were closed, replaced or expired
   ``P snapshot:<sid>`` the snapshot bytes; PEXPIRE ttl
-  ``P alloc:<sid>``    hash task uid -> allocation record; PEXPIRE to the head's remaining ttl
-  ``P log:<sid>``      list of changes, entry n-1 set seq to n: ``+<uid>\0<record>`` or ``-<uid>``
+  ``P alloc:<sid>``    hash task uid -> last event kind (``+``/``-``), net change + 1 (one digit),
+                       record; PEXPIRE to the head's remaining ttl
+  ``P log:<sid>``      list of changes, entry n-1 set seq to n: ``<tip>\0<uid>\0<net + 1><record>``
   ``P sources:<ver>``  JSON {file: text} of a policy version, written once (no expiry: small)
   ``P counts``         hash opened / closed / expired / replaced
+
+Timeouts. Every call of a verb reads Redis, and Volcano waits ``extender.httpTimeout`` for the
+answer: a Redis that does not answer (paused, black-holed, failing over) must fail the call
+quickly, not hold a worker thread. So connections are made and read with ``timeout`` seconds (the
+``redis_timeout`` option, 0.25 s by default). Opening and closing a session write and delete the
+snapshot, which may be megabytes: those go through a second pool with ``session_timeout``
+(``max(1 s, 4 x timeout)`` by default).
 """
 
 from __future__ import annotations
@@ -21,18 +30,24 @@ import time
 
 import redis
 
-from policy_extender.session.store import DEFAULT_TTL_SECONDS, Change, Head, SessionCounts, new_session_id
+from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
+                                           SessionCounts, new_session_id, new_tip)
 
 DEFAULT_PREFIX = "policy-extender"
+#: seconds to connect to Redis and to wait for each answer (the ``redis_timeout`` option)
+DEFAULT_TIMEOUT = 0.25
 
 # Ends the session named by KEYS[2] (live): counted as `how` if its head (KEYS[1]) is still there,
-# else as expired (the head's PEXPIRE fired); its keys are deleted. KEYS[3] is the counts hash.
+# else as expired (the head's PEXPIRE fired); its keys are deleted, its id kept in `ended`.
+# KEYS[3] is the counts hash.
 _END_CURRENT = """
 local function end_current(prefix, how)
   local old = redis.call('GET', KEYS[2])
   if not old then return end
   if redis.call('EXISTS', KEYS[1]) == 0 then how = 'expired' end
   redis.call('HINCRBY', KEYS[3], how, 1)
+  redis.call('LPUSH', prefix .. 'ended', old)
+  redis.call('LTRIM', prefix .. 'ended', 0, """ + str(ENDED_KEPT - 1) + """)
   redis.call('UNLINK', KEYS[1], KEYS[2], prefix .. 'snapshot:' .. old,
                prefix .. 'alloc:' .. old, prefix .. 'log:' .. old)
 end
@@ -42,7 +57,7 @@ end
 # ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json.
 _OPEN = _END_CURRENT + """
 end_current(ARGV[1], 'replaced')
-redis.call('HSET', KEYS[1], 'sid', ARGV[2], 'seq', 0, 'version', ARGV[3], 'opened_at', ARGV[4])
+redis.call('HSET', KEYS[1], 'sid', ARGV[2], 'seq', 0, 'version', ARGV[3], 'opened_at', ARGV[4], 'tip', '')
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('SET', ARGV[1] .. 'snapshot:' .. ARGV[2], ARGV[6], 'PX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[2])
@@ -57,29 +72,30 @@ end_current(ARGV[1], 'closed')
 return 1
 """
 
-# Appends a change to KEYS[3] (log) and bumps seq: entry n-1 of the log is the change to seq n.
-_LOG = """
-local function log(entry)
-  redis.call('RPUSH', KEYS[3], entry)
-  local ttl = redis.call('PTTL', KEYS[1])
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  redis.call('PEXPIRE', KEYS[3], ttl)
-  redis.call('HINCRBY', KEYS[1], 'seq', 1)
+# One allocate (ARGV[4] = '+') or deallocate ('-') event, counted net (store.py): the task's
+# entry in KEYS[2] (alloc) is <last kind><net + 1><record>; a change is appended to KEYS[3] (log),
+# entry n-1 being the change that set seq to n, and the head's seq and tip move with it.
+# KEYS: head, alloc:<sid>, log:<sid>. ARGV: sid, task uid, record, kind, tip.
+_EVENT = """
+if redis.call('HGET', KEYS[1], 'sid') ~= ARGV[1] then return 0 end
+local current = redis.call('HGET', KEYS[2], ARGV[2])
+local last, net = '', 0
+if current then
+  last = string.sub(current, 1, 1)
+  net = tonumber(string.sub(current, 2, 2)) - 1
 end
-"""
-
-# KEYS: head, alloc:<sid>, log:<sid>. ARGV: sid, task uid, record.
-_ALLOCATE = _LOG + """
-if redis.call('HGET', KEYS[1], 'sid') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-log('+' .. ARGV[2] .. '\\0' .. ARGV[3])
-return 1
-"""
-
-# KEYS: head, alloc:<sid>, log:<sid>. ARGV: sid, task uid.
-_DEALLOCATE = _LOG + """
-if redis.call('HGET', KEYS[1], 'sid') ~= ARGV[1] then return 0 end
-if redis.call('HDEL', KEYS[2], ARGV[2]) == 1 then log('-' .. ARGV[2]) end
+if last == '-' and ARGV[4] == '-' then return 1 end
+if last ~= ARGV[4] then
+  if ARGV[4] == '+' then net = net + 1 else net = net - 1 end
+end
+local entry = tostring(net + 1) .. ARGV[3]
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[4] .. entry)
+redis.call('RPUSH', KEYS[3], ARGV[5] .. '\0' .. ARGV[2] .. '\0' .. entry)
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+redis.call('HINCRBY', KEYS[1], 'seq', 1)
+redis.call('HSET', KEYS[1], 'tip', ARGV[5])
 return 1
 """
 
@@ -88,18 +104,22 @@ class RedisStore:
     """The session store in Redis (see the module docstring)."""
 
     def __init__(self, url: str, ttl_seconds: float = DEFAULT_TTL_SECONDS,
-                 prefix: str = DEFAULT_PREFIX) -> None:
+                 prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT,
+                 session_timeout: float | None = None) -> None:
         self.url, self.ttl_seconds, self.prefix = url, ttl_seconds, prefix
+        self.timeout = timeout
+        self.session_timeout = max(1.0, 4 * timeout) if session_timeout is None else session_timeout
         self._key = "{" + prefix + "}:"
-        # redis-py's pool is thread safe and notices a fork (it checks the pid) and reconnects.
-        self._redis = redis.Redis.from_url(url)
-        self._open = self._redis.register_script(_OPEN)
-        self._close = self._redis.register_script(_CLOSE)
-        self._allocate = self._redis.register_script(_ALLOCATE)
-        self._deallocate = self._redis.register_script(_DEALLOCATE)
+        # redis-py's pools are thread safe and notice a fork (they check the pid) and reconnect.
+        self._redis = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        bulk = redis.Redis.from_url(url, socket_timeout=self.session_timeout,
+                                    socket_connect_timeout=timeout)
+        self._open = bulk.register_script(_OPEN)
+        self._close = bulk.register_script(_CLOSE)
+        self._event = self._redis.register_script(_EVENT)
 
     def __reduce__(self):
-        return (RedisStore, (self.url, self.ttl_seconds, self.prefix))
+        return (RedisStore, (self.url, self.ttl_seconds, self.prefix, self.timeout, self.session_timeout))
 
     def _keys(self, *names: str) -> list[str]:
         return [self._key + name for name in names]
@@ -115,21 +135,25 @@ class RedisStore:
         self._close(keys=self._keys("head", "live", "counts"), args=[self._key])
 
     def head(self) -> Head | None:
-        sid, seq, version, opened_at = self._redis.hmget(
-            self._key + "head", ("sid", "seq", "version", "opened_at"))
+        sid, seq, version, opened_at, tip = self._redis.hmget(
+            self._key + "head", ("sid", "seq", "version", "opened_at", "tip"))
         if sid is None:
             return None
-        return Head(sid.decode(), int(seq), version.decode(), float(opened_at))
+        return Head(sid.decode(), int(seq), version.decode(), float(opened_at), (tip or b"").decode())
 
     def snapshot(self, session_id: str) -> bytes | None:
         return self._redis.get(self._key + "snapshot:" + session_id)
 
-    def allocations(self, session_id: str) -> list[bytes]:
-        return self._redis.hvals(self._key + "alloc:" + session_id)
+    def allocations(self, session_id: str) -> list[tuple[int, bytes]]:
+        entries = self._redis.hvals(self._key + "alloc:" + session_id)
+        return [(entry[1] - 49, entry[2:]) for entry in entries if entry[1:2] != b"1"]
 
     def changes(self, session_id: str, after_seq: int) -> list[Change]:
         entries = self._redis.lrange(self._key + "log:" + session_id, after_seq, -1)
         return [_change(entry) for entry in entries]
+
+    def ended(self, session_id: str) -> bool:
+        return session_id.encode() in self._redis.lrange(self._key + "ended", 0, -1)
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
         stored = self._redis.get(self._key + "sources:" + version)
@@ -140,20 +164,20 @@ class RedisStore:
         return SessionCounts(**{name.decode(): int(value) for name, value in stored.items()})
 
     def allocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
-        return bool(self._allocate(keys=self._keys("head", "alloc:" + session_id, "log:" + session_id),
-                                   args=[session_id, task_uid, record]))
+        return self._apply(session_id, task_uid, record, "+")
 
-    def deallocate(self, session_id: str, task_uid: str) -> bool:
-        return bool(self._deallocate(keys=self._keys("head", "alloc:" + session_id, "log:" + session_id),
-                                     args=[session_id, task_uid]))
+    def deallocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
+        return self._apply(session_id, task_uid, record, "-")
+
+    def _apply(self, session_id: str, task_uid: str, record: bytes, kind: str) -> bool:
+        return bool(self._event(keys=self._keys("head", "alloc:" + session_id, "log:" + session_id),
+                                args=[session_id, task_uid, record, kind, new_tip()]))
 
     def _ttl_ms(self) -> int:
         return max(1, int(self.ttl_seconds * 1000))
 
 
 def _change(entry: bytes) -> Change:
-    """A log entry ``+<uid>\\0<record>`` (allocate) or ``-<uid>`` (deallocate) as a Change."""
-    if entry[:1] == b"-":
-        return entry[1:].decode(), None
-    uid, record = entry[1:].split(b"\0", 1)
-    return uid.decode(), record
+    """A log entry ``<tip>\0<uid>\0<net + 1><record>`` as a Change."""
+    tip, uid, rest = entry.split(b"\0", 2)
+    return Change(uid.decode(), rest[0] - 49, rest[1:], tip.decode())

@@ -7,10 +7,23 @@ through fork must never be used), and each thread its own, so threads read concu
 
 The default file lives on ``/dev/shm`` when it exists: tmpfs is fast, and nothing survives a pod
 restart, which is right for state that lives one scheduling cycle.
+
+The file itself may be deleted or replaced under a running service (tmpfs cleaned, a volume
+remounted): the processes that have it open would go on with the old inode while a process that
+starts later creates a new file, and the workers would decide from different sessions. So a
+process compares the path's device and inode with those of the file it has open on every write,
+on every head query and, through the head watch, at least every ``CHECK_SECONDS``; when they
+differ it logs it, retires its connections (kept, never closed: see ``head_watch``) and connects
+to the file the path names now. A worker whose session was in the old file then finds it gone
+and answers 5xx (``SessionCache``) until a new onSessionOpen.
+
+The schema carries a version (``PRAGMA user_version``): a file made by another version of the
+service is emptied and rebuilt (it only ever holds one cycle's state).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import tempfile
@@ -19,22 +32,33 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from policy_extender.session.store import DEFAULT_TTL_SECONDS, Change, Head, SessionCounts, new_session_id
+from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
+                                           SessionCounts, new_session_id, new_tip)
+
+log = logging.getLogger("policy_extender.session")
 
 DEFAULT_FILE_NAME = "policy-extender-session.sqlite3"
+#: seconds between two checks that the path still names the file this process has open
+CHECK_SECONDS = 0.25
+#: ``PRAGMA user_version`` of the schema below; a file with another one is rebuilt
+SCHEMA_VERSION = 2
+_TABLES = ("head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
+           "session_count")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS head (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, policy_version TEXT NOT NULL,
-    opened_at REAL NOT NULL, expires_at REAL NOT NULL);
+    opened_at REAL NOT NULL, expires_at REAL NOT NULL, tip TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS snapshot (session_id TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS allocation (
-    session_id TEXT NOT NULL, task_uid TEXT NOT NULL, record BLOB NOT NULL,
-    PRIMARY KEY (session_id, task_uid)) WITHOUT ROWID;
+    session_id TEXT NOT NULL, task_uid TEXT NOT NULL, net INTEGER NOT NULL, last TEXT NOT NULL,
+    record BLOB NOT NULL, PRIMARY KEY (session_id, task_uid)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS change (
-    session_id TEXT NOT NULL, seq INTEGER NOT NULL, task_uid TEXT NOT NULL, record BLOB,
-    PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, task_uid TEXT NOT NULL, net INTEGER NOT NULL,
+    record BLOB NOT NULL, tip TEXT NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ended (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, how TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS policy_version (version TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS policy_source (
     version TEXT NOT NULL, file TEXT NOT NULL, text TEXT NOT NULL,
@@ -59,7 +83,13 @@ class SqliteStore:
         self.ttl_seconds = ttl_seconds
         self.busy_timeout_seconds = busy_timeout_seconds
         self._local = threading.local()
-        self._inherited: list[sqlite3.Connection] = []
+        self._retired: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        #: (pid, device, inode) of the file this process's connections have open
+        self._file: tuple[int, int, int] | None = None
+        #: bumped each time this process moves to the file the path names now
+        self.generation = 0
+        self.replacements = 0
 
     def __reduce__(self):
         # A store travels to spawned processes as its settings; each process connects itself.
@@ -68,15 +98,17 @@ class SqliteStore:
     # -- connections ---------------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
-        """This thread's connection, made on first use in this process (a fork changes the pid)."""
+        """This thread's connection, made on first use in this process (a fork changes the pid)
+        and again after the process moved to a replaced file."""
         local = self._local
-        if getattr(local, "pid", None) != os.getpid():
+        if getattr(local, "key", None) != (os.getpid(), self.generation):
             if getattr(local, "conn", None) is not None:
-                # Inherited through fork: never use it, never close it (closing could disturb the
-                # parent's WAL state); keep a reference so the garbage collector does not close it.
-                self._inherited.append(local.conn)
+                # Inherited through fork, or of a replaced file: never use it, never close it
+                # (closing drops this process's POSIX locks on the file); keep a reference so
+                # the garbage collector does not close it either.
+                self._retired.append(local.conn)
             local.conn = self._connect()
-            local.pid = os.getpid()
+            local.key = (os.getpid(), self.generation)
         return local.conn
 
     def _connect(self) -> sqlite3.Connection:
@@ -85,11 +117,40 @@ class SqliteStore:
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
         conn.execute("PRAGMA synchronous = NORMAL")
         _retry_while_locked(lambda: _prepare(conn), self.busy_timeout_seconds)
+        with self._lock:
+            if self._file is None or self._file[0] != os.getpid():
+                info = os.stat(self.path)
+                self._file = (os.getpid(), info.st_dev, info.st_ino)
         return conn
+
+    def check_file(self) -> bool:
+        """Whether the path still names the file this process has open. If not, log it and make
+        every thread connect again, to the file the path names now (see the module docstring)."""
+        known = self._file
+        if known is None or known[0] != os.getpid():
+            return True
+        try:
+            info = os.stat(self.path)
+            now: tuple[int, int] | None = (info.st_dev, info.st_ino)
+        except FileNotFoundError:
+            now = None
+        if now == known[1:]:
+            return True
+        with self._lock:
+            if self._file is known:
+                self._file = None
+                self.generation += 1
+                self.replacements += 1
+                log.warning("session store %s was %s under this process: the session it held is "
+                            "lost; reconnecting to the file the path names now (the workers "
+                            "agree again from the next onSessionOpen)", self.path,
+                            "deleted" if now is None else "replaced")
+        return False
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that takes the write lock up front (no lock upgrade deadlocks)."""
+        self.check_file()
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -105,7 +166,7 @@ class SqliteStore:
         session_id, now = new_session_id(), time.time()
         with self._write() as conn:
             self._end_current(conn, now, ended_normally="replaced")
-            conn.execute("INSERT INTO head VALUES (1, ?, 0, ?, ?, ?)",
+            conn.execute("INSERT INTO head VALUES (1, ?, 0, ?, ?, ?, '')",
                          (session_id, policy_version, now, now + self.ttl_seconds))
             conn.execute("INSERT INTO snapshot VALUES (?, ?)", (session_id, snapshot))
             _store_sources(conn, policy_version, policy_sources)
@@ -118,10 +179,13 @@ class SqliteStore:
 
     def _end_current(self, conn: sqlite3.Connection, now: float, ended_normally: str) -> None:
         """Drop the current session and everything it holds, counting how it ended."""
-        row = conn.execute("SELECT expires_at FROM head").fetchone()
+        row = conn.execute("SELECT session_id, expires_at FROM head").fetchone()
         if row is None:
             return
-        _count(conn, ended_normally if row[0] > now else "expired")
+        how = ended_normally if row[1] > now else "expired"
+        _count(conn, how)
+        conn.execute("INSERT INTO ended (session_id, how) VALUES (?, ?)", (row[0], how))
+        conn.execute("DELETE FROM ended WHERE n <= (SELECT max(n) FROM ended) - ?", (ENDED_KEPT,))
         conn.execute("DELETE FROM head")
         conn.execute("DELETE FROM snapshot")
         conn.execute("DELETE FROM allocation")
@@ -130,8 +194,9 @@ class SqliteStore:
     # -- reads ---------------------------------------------------------------------------------
 
     def head(self) -> Head | None:
+        self.check_file()
         row = self._conn().execute(
-            "SELECT session_id, seq, policy_version, opened_at FROM head WHERE expires_at > ?",
+            "SELECT session_id, seq, policy_version, opened_at, tip FROM head WHERE expires_at > ?",
             (time.time(),)).fetchone()
         return Head(*row) if row else None
 
@@ -141,17 +206,22 @@ class SqliteStore:
             " WHERE s.session_id = ? AND h.expires_at > ?", (session_id, time.time())).fetchone()
         return row[0] if row else None
 
-    def allocations(self, session_id: str) -> list[bytes]:
+    def allocations(self, session_id: str) -> list[tuple[int, bytes]]:
         rows = self._conn().execute(
-            "SELECT a.record FROM allocation a JOIN head h USING (session_id)"
-            " WHERE a.session_id = ? AND h.expires_at > ?", (session_id, time.time()))
-        return [row[0] for row in rows]
+            "SELECT a.net, a.record FROM allocation a JOIN head h USING (session_id)"
+            " WHERE a.session_id = ? AND h.expires_at > ? AND a.net != 0", (session_id, time.time()))
+        return [(net, record) for net, record in rows]
 
     def changes(self, session_id: str, after_seq: int) -> list[Change]:
-        return self._conn().execute(
-            "SELECT c.task_uid, c.record FROM change c JOIN head h USING (session_id)"
+        rows = self._conn().execute(
+            "SELECT c.task_uid, c.net, c.record, c.tip FROM change c JOIN head h USING (session_id)"
             " WHERE c.session_id = ? AND c.seq > ? AND h.expires_at > ? ORDER BY c.seq",
             (session_id, after_seq, time.time())).fetchall()
+        return [Change(*row) for row in rows]
+
+    def ended(self, session_id: str) -> bool:
+        return self._conn().execute("SELECT 1 FROM ended WHERE session_id = ?",
+                                    (session_id,)).fetchone() is not None
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
         rows = self._conn().execute(
@@ -169,31 +239,51 @@ class SqliteStore:
     # -- this cycle's events -------------------------------------------------------------------
 
     def allocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
-        with self._write() as conn:
-            if not _bump_if_current(conn, session_id):
-                return False
-            conn.execute("INSERT OR REPLACE INTO allocation VALUES (?, ?, ?)",
-                         (session_id, task_uid, record))
-            _log(conn, session_id, task_uid, record)
-            return True
+        return self._event(session_id, task_uid, record, "+")
 
-    def deallocate(self, session_id: str, task_uid: str) -> bool:
+    def deallocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
+        return self._event(session_id, task_uid, record, "-")
+
+    def _event(self, session_id: str, task_uid: str, record: bytes, kind: str) -> bool:
+        """One allocate (``+``) or deallocate (``-``) event, counted net (store.py)."""
         with self._write() as conn:
             if not _is_current(conn, session_id):
                 return False
-            removed = conn.execute("DELETE FROM allocation WHERE session_id = ? AND task_uid = ?",
-                                   (session_id, task_uid)).rowcount
-            if removed:
-                _bump_if_current(conn, session_id)
-                _log(conn, session_id, task_uid, None)
+            row = conn.execute("SELECT net, last FROM allocation WHERE session_id = ? AND task_uid = ?",
+                               (session_id, task_uid)).fetchone()
+            net, last = row if row else (0, "")
+            if last == kind == "-":
+                return True  # a retried deallocate changes nothing
+            if last != kind:
+                net += 1 if kind == "+" else -1
+            tip = new_tip()
+            conn.execute("INSERT OR REPLACE INTO allocation VALUES (?, ?, ?, ?, ?)",
+                         (session_id, task_uid, net, kind, record))
+            conn.execute("UPDATE head SET seq = seq + 1, tip = ? WHERE session_id = ?", (tip, session_id))
+            conn.execute("INSERT INTO change SELECT session_id, seq, ?, ?, ?, ? FROM head",
+                         (task_uid, net, record, tip))
             return True
 
 
 def _prepare(conn: sqlite3.Connection) -> None:
-    """Switch the file to WAL (once per file) and create the tables if missing."""
+    """Switch the file to WAL (once per file) and create the tables, rebuilding a file whose
+    schema is another version's (it holds one cycle's state only)."""
     if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         conn.execute("PRAGMA journal_mode = WAL")
-    conn.executescript(_SCHEMA)
+    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            for table in _TABLES:
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _retry_while_locked(step, timeout_seconds: float) -> None:
@@ -212,18 +302,6 @@ def _retry_while_locked(step, timeout_seconds: float) -> None:
 def _is_current(conn: sqlite3.Connection, session_id: str) -> bool:
     return conn.execute("SELECT 1 FROM head WHERE session_id = ? AND expires_at > ?",
                         (session_id, time.time())).fetchone() is not None
-
-
-def _bump_if_current(conn: sqlite3.Connection, session_id: str) -> bool:
-    """Add one to ``seq`` if ``session_id`` is the live session; whether it was."""
-    return conn.execute("UPDATE head SET seq = seq + 1 WHERE session_id = ? AND expires_at > ?",
-                        (session_id, time.time())).rowcount == 1
-
-
-def _log(conn: sqlite3.Connection, session_id: str, task_uid: str, record: bytes | None) -> None:
-    """Record the change that just set ``seq`` (same transaction, so numbers never skip)."""
-    conn.execute("INSERT INTO change SELECT session_id, seq, ?, ? FROM head WHERE session_id = ?",
-                 (task_uid, record, session_id))
 
 
 def _store_sources(conn: sqlite3.Connection, version: str, sources: dict[str, str]) -> None:

@@ -6,7 +6,16 @@ with Redis, every replica) reads the same current session through it.
 
 The common request costs one call, ``head()``: a worker compares the head it cached with the one
 it reads and re-reads the snapshot only when ``session_id`` changed, the allocations only when
-``seq`` changed.
+``seq`` or ``tip`` changed.
+
+Events are counted *net* (docs/language.md, "this cycle's allocations"). Volcano fires
+AllocateFunc and DeallocateFunc in pairs that undo each other (``Allocate``/``unallocate``,
+``Pipeline``/``unpipeline``, ``Evict``/``unevict`` in ``framework/statement.go``), and an eviction
+deallocates a task that was running before the cycle. So the store keeps, per task, its net
+change this cycle (-1, 0 or +1), the kind of the last event, and the last record: an event of the
+same kind as the last one is a retry and changes nothing (a retried allocate replaces the
+record), an allocate adds one and a deallocate takes one away. Evict then unevict nets to zero,
+an eviction alone counts -1 on the victim's node, job and queue.
 """
 
 from __future__ import annotations
@@ -20,18 +29,32 @@ from typing import NamedTuple, Protocol
 DEFAULT_TTL_SECONDS = 300.0
 
 
-#: One event of the cycle: (task UID, allocation record) for an allocate that inserted or replaced,
-#: (task UID, None) for a deallocate that removed one.
-Change = tuple[str, "bytes | None"]
+class Change(NamedTuple):
+    """One event of the cycle as stored: the task's net change after it (-1, 0 or +1), the task's
+    last record, and ``tip``, an id made for this change alone (the head carries the last one, so
+    a reader can tell two histories of the same length apart)."""
+
+    task_uid: str
+    net: int
+    record: bytes
+    tip: str
 
 
 class Head(NamedTuple):
-    """The current session: its id, its change counter and the policy version pinned at open."""
+    """The current session: its id, its change counter, the policy version pinned at open, and
+    the tip (id) of its last change ("" before the first)."""
 
     session_id: str
     seq: int
     policy_version: str
     opened_at: float
+    tip: str = ""
+
+
+class SessionLost(RuntimeError):
+    """The store no longer holds the session a worker was deciding with (the store restarted
+    empty, its file was replaced, it lost acknowledged writes): answered 5xx, so Volcano's
+    ``extender.ignorable`` decides, never a decision made with no session."""
 
 
 @dataclass(frozen=True)
@@ -66,18 +89,27 @@ class SessionStore(Protocol):
         """The policy files stored under ``version`` by some open, or None."""
 
     def allocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
-        """Insert or replace the task's allocation; False (nothing stored) for a stale session."""
+        """An AllocateFunc event: the task's net change goes up by one, unless its last event was
+        an allocate too (a retry: the record is replaced). False (nothing stored) for a session
+        that is not the current one."""
 
-    def deallocate(self, session_id: str, task_uid: str) -> bool:
-        """Remove the task's allocation if present; False for a stale session."""
+    def deallocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
+        """A DeallocateFunc event: the task's net change goes down by one, unless its last event
+        was a deallocate too (a retry: nothing changes). ``record`` describes the task (its node,
+        job and resources) for an eviction of a task allocated before the cycle. False for a
+        session that is not the current one."""
 
-    def allocations(self, session_id: str) -> list[bytes]:
-        """Every allocation record of the session (empty for a stale session)."""
+    def allocations(self, session_id: str) -> list[tuple[int, bytes]]:
+        """(net change, record) of every task whose net change is not 0 (empty for a stale session)."""
 
     def changes(self, session_id: str, after_seq: int) -> list[Change]:
         """The session's events after ``after_seq``, oldest first: the n-th event is the change
         that set ``seq`` to n, so a reader that applied ``after_seq`` of them reads only the new
         ones. Empty for a stale session."""
+
+    def ended(self, session_id: str) -> bool:
+        """Whether the store recorded ``session_id`` as closed, replaced or expired (a session
+        the store has no trace of was lost, not ended)."""
 
     def session_counts(self) -> SessionCounts:
         """Sessions opened, closed, expired and replaced so far."""
@@ -86,3 +118,12 @@ class SessionStore(Protocol):
 def new_session_id() -> str:
     """A fresh, unguessable session id (16 hex characters)."""
     return secrets.token_hex(8)
+
+
+def new_tip() -> str:
+    """A fresh id for one change (8 hex characters)."""
+    return secrets.token_hex(4)
+
+
+#: how many ended session ids a store remembers (enough for a worker that slept a few cycles)
+ENDED_KEPT = 32

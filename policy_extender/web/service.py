@@ -38,7 +38,8 @@ RequestFinished = Callable[[RequestRecord], None]
 def open_session_store(config: Config) -> Any:
     """The shared store named by ``config.session_store`` (sqlite:PATH or redis://...)."""
     from policy_extender.session.factory import open_store
-    return open_store(config.session_store, ttl_seconds=config.session_ttl)
+    return open_store(config.session_store, ttl_seconds=config.session_ttl,
+                      redis_timeout=config.redis_timeout)
 
 
 class Service:
@@ -95,7 +96,12 @@ class Service:
 def _session_cache(sessions: Any) -> Any:
     """This worker's cache of the shared session (snapshot bytes -> views, records -> counts)."""
     from policy_extender.session.cache import SessionCache
-    return SessionCache(sessions)
+    return SessionCache(sessions, on_event=_count_session_event)
+
+
+def _count_session_event(event: str) -> None:
+    from policy_extender import metrics
+    metrics.count_session(event)
 
 
 def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from policy_extender.session.store import SessionLost
 from policy_extender.wire import WireError
 from policy_extender.wire import decode as wire_decode
 from policy_extender.wire import encode, snapshot
@@ -32,6 +33,8 @@ def answer(service: Service, kind: str, body: bytes) -> Reply:
         return HANDLERS[kind](service, body)
     except WireError as exc:
         raise HttpError(400, f"{kind}: {exc}") from None
+    except SessionLost as exc:  # logged by the session cache, once per occurrence
+        raise HttpError(503, f"{kind}: {exc}") from None
 
 
 def policy_and_env(service: Service) -> tuple[Any, Any]:
@@ -153,22 +156,31 @@ def job_ready(service: Service, body: bytes) -> Reply:
 
 
 def allocate(service: Service, body: bytes) -> Reply:
-    """Record the task's allocation in the open session (insert or replace: retries are safe)."""
-    from policy_extender.session.allocation import AllocationRecord, encode_allocation
-    task = wire_decode.decode_task_event(body).task
-    head = service.sessions.head()
-    if head is not None:
-        record = AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",
-                                  task.requests.as_dict())
-        service.sessions.allocate(head.session_id, task.uid or "", encode_allocation(record))
-    return Reply(encode.event())
+    """Record the task's allocation in the open session (net, retries are safe: store.py)."""
+    return _event(service, body, "allocate")
 
 
 def deallocate(service: Service, body: bytes) -> Reply:
+    """Record that the task's allocation was undone, or that a task running before the cycle was
+    evicted (it then counts -1 on its node, job and queue)."""
+    return _event(service, body, "deallocate")
+
+
+def _event(service: Service, body: bytes, kind: str) -> Reply:
+    """An event the store cannot record is an error (5xx): Volcano then decides by
+    ``extender.ignorable`` instead of the event silently missing from this cycle's counts."""
+    from policy_extender.session.allocation import AllocationRecord, encode_allocation
     task = wire_decode.decode_task_event(body).task
     head = service.sessions.head()
-    if head is not None:
-        service.sessions.deallocate(head.session_id, task.uid or "")
+    if head is None:
+        raise HttpError(503, f"{kind}Func: no session is open in the session store (onSessionOpen "
+                        "failed or timed out, or the store lost it): the event cannot be counted")
+    record = encode_allocation(AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",
+                                                task.requests.as_dict()))
+    store = getattr(service.sessions, kind)
+    if not store(head.session_id, task.uid or "", record):
+        raise HttpError(503, f"{kind}Func: session {head.session_id} ended while the event was "
+                        "recorded: the event was not counted")
     return Reply(encode.event())
 
 

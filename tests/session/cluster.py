@@ -74,8 +74,8 @@ def thread_events(store, session_id: str, process: int, thread: int, plan: Plan)
         store.allocate(session_id, uid, encoded)
         store.allocate(session_id, f"shared-{n}", encode_allocation(record(f"shared-{n}", n, "node-s")))
         if n % 3 == 0:
-            store.deallocate(session_id, uid)
-            store.deallocate(session_id, uid)
+            store.deallocate(session_id, uid, encoded)
+            store.deallocate(session_id, uid, encoded)
 
 
 def expected_records(plan: Plan) -> list[AllocationRecord]:

@@ -95,8 +95,8 @@ def test_replaced_and_removed_allocations_move_the_counters(make_store):
     assert "node-a" not in counters.by_node and "queue-0" not in counters.by_queue
     assert (counters.by_node["node-b"].tasks, counters.by_queue["queue-1"].gpu) == (2, 4)
     assert counters.total.cpu == 0.3
-    store.deallocate(session_id, "a")
-    store.deallocate(session_id, "b")
+    store.deallocate(session_id, "a", allocation("a", "job-1", "node-b", gpus=3, cpu=0.2))
+    store.deallocate(session_id, "b", allocation("b", "job-1", "node-b", gpus=1, cpu=0.1))
     counters = cache.env().counters
     assert (counters.total.tasks, counters.total.cpu, counters.by_job) == (0, 0, {})
 

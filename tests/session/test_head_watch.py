@@ -96,7 +96,10 @@ def test_other_stores_are_queried_every_call():
 
 def test_a_missing_shm_file_falls_back_to_querying(tmp_path):
     class Store:
-        path, ttl_seconds, calls = str(tmp_path / "none.sqlite3"), 300.0, 0
+        path, ttl_seconds, calls, generation = str(tmp_path / "none.sqlite3"), 300.0, 0, 0
+
+        def check_file(self):
+            return True
 
         def head(self):
             Store.calls += 1

@@ -22,8 +22,8 @@ class ProcessLocalStore:
 
     def __init__(self) -> None:
         self.session = None  # (session_id, seq, version, snapshot)
-        self.records: dict[str, bytes] = {}
-        self.log: list[tuple[str, bytes | None]] = []
+        self.records: dict[str, tuple[int, str, bytes]] = {}  # uid -> (net, last kind, record)
+        self.log: list = []
         self.sources: dict[str, dict] = {}
 
     def open(self, snapshot, policy_version, policy_sources):
@@ -33,7 +33,9 @@ class ProcessLocalStore:
 
     def head(self):
         from policy_extender.session.store import Head
-        return None if self.session is None else Head(*self.session[:3], 0.0)
+        if self.session is None:
+            return None
+        return Head(*self.session[:3], 0.0, self.log[-1].tip if self.log else "")
 
     def snapshot(self, session_id):
         return self.session[3] if self.session else None
@@ -42,22 +44,30 @@ class ProcessLocalStore:
         return self.sources.get(version)
 
     def allocate(self, session_id, task_uid, record):
-        self.records[task_uid] = record
-        self.log.append((task_uid, record))
+        return self._event(task_uid, record, "+")
+
+    def deallocate(self, session_id, task_uid, record):
+        return self._event(task_uid, record, "-")
+
+    def _event(self, task_uid, record, kind):
+        from policy_extender.session.store import Change
+        net, last, _ = self.records.get(task_uid, (0, "", b""))
+        if last == kind == "-":
+            return True
+        net += 0 if last == kind else (1 if kind == "+" else -1)
+        self.records[task_uid] = (net, kind, record)
+        self.log.append(Change(task_uid, net, record, f"tip{len(self.log) + 1}"))
         self.session[1] += 1
         return True
 
-    def deallocate(self, session_id, task_uid):
-        if self.records.pop(task_uid, None) is not None:
-            self.log.append((task_uid, None))
-            self.session[1] += 1
-        return True
-
     def allocations(self, session_id):
-        return list(self.records.values())
+        return [(net, record) for net, _, record in self.records.values() if net]
 
     def changes(self, session_id, after_seq):
         return self.log[after_seq:]
+
+    def ended(self, session_id):
+        return False
 
 
 def play_cycle(store, start_method):

@@ -149,7 +149,7 @@ def test_a_write_transaction_keeps_its_lock_while_another_thread_first_reads_the
     def allocate_slowly() -> None:  # thread B: inside an allocate transaction
         with store._write() as conn:
             conn.execute("UPDATE head SET seq = seq + 1")
-            conn.execute("INSERT INTO allocation VALUES (?, 'b', ?)", (session, record("b")))
+            conn.execute("INSERT INTO allocation VALUES (?, 'b', 1, '+', ?)", (session, record("b")))
             inside.set()
             finish.wait(30)
 

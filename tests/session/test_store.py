@@ -19,7 +19,7 @@ def test_no_session_before_the_first_open(make_store):
     assert store.snapshot("nope") is None
     assert store.allocations("nope") == []
     assert store.allocate("nope", "task-1", b"r") is False
-    assert store.deallocate("nope", "task-1") is False
+    assert store.deallocate("nope", "task-1", b"r") is False
 
 
 def test_open_publishes_head_snapshot_and_policy_sources(make_store):
@@ -55,10 +55,10 @@ def test_allocate_inserts_or_replaces_and_deallocate_removes(make_store):
     assert store.allocate(session_id, "task-1", b"first")
     assert store.allocate(session_id, "task-1", b"retried")  # a retried event replaces
     assert store.allocate(session_id, "task-2", b"two")
-    assert sorted(store.allocations(session_id)) == [b"retried", b"two"]
-    assert store.deallocate(session_id, "task-1")
-    assert store.deallocate(session_id, "task-1")  # a retried deallocate changes nothing
-    assert store.allocations(session_id) == [b"two"]
+    assert sorted(store.allocations(session_id)) == [(1, b"retried"), (1, b"two")]
+    assert store.deallocate(session_id, "task-1", b"retried")
+    assert store.deallocate(session_id, "task-1", b"retried")  # a retried deallocate changes nothing
+    assert store.allocations(session_id) == [(1, b"two")]
 
 
 def test_changes_list_the_events_after_a_seq(make_store):
@@ -66,13 +66,16 @@ def test_changes_list_the_events_after_a_seq(make_store):
     session_id = store.open(SNAPSHOT, "v1", SOURCES)
     store.allocate(session_id, "task-1", b"one\x00binary")
     store.allocate(session_id, "task-2", b"")
-    store.deallocate(session_id, "task-3")  # nothing to remove: no event
-    store.deallocate(session_id, "task-1")
-    events = [("task-1", b"one\x00binary"), ("task-2", b""), ("task-1", None)]
-    assert store.head().seq == 3
-    assert store.changes(session_id, 0) == events
-    assert store.changes(session_id, 2) == events[2:]
-    assert store.changes(session_id, 3) == []
+    store.deallocate(session_id, "task-3", b"evicted")  # running before the cycle: -1
+    store.deallocate(session_id, "task-1", b"one\x00binary")
+    events = [("task-1", 1, b"one\x00binary"), ("task-2", 1, b""), ("task-3", -1, b"evicted"),
+              ("task-1", 0, b"one\x00binary")]
+    assert store.head().seq == 4
+    changes = store.changes(session_id, 0)
+    assert [change[:3] for change in changes] == events
+    assert len({change.tip for change in changes}) == 4 and store.head().tip == changes[-1].tip
+    assert store.changes(session_id, 2) == changes[2:]
+    assert store.changes(session_id, 4) == []
     store.open(SNAPSHOT, "v1", SOURCES)
     assert store.changes(session_id, 0) == []
 
@@ -83,10 +86,10 @@ def test_every_change_bumps_seq_and_a_no_op_does_not(make_store):
     seqs = [store.head().seq]
     for change in (lambda: store.allocate(session_id, "t", b"a"),
                    lambda: store.allocate(session_id, "t", b"b"),
-                   lambda: store.deallocate(session_id, "t")):
+                   lambda: store.deallocate(session_id, "t", b"b")):
         change()
         seqs.append(store.head().seq)
-    store.deallocate(session_id, "t")
+    store.deallocate(session_id, "t", b"b")
     assert seqs == [0, 1, 2, 3]
     assert store.head().seq == 3
 
@@ -109,7 +112,7 @@ def test_late_events_of_a_replaced_session_are_refused(make_store):
     old = store.open(b"old", "v1", SOURCES)
     new = store.open(b"new", "v1", SOURCES)
     assert store.allocate(old, "task-1", b"late") is False
-    assert store.deallocate(old, "task-1") is False
+    assert store.deallocate(old, "task-1", b"late") is False
     assert store.allocations(new) == []
     assert store.head().seq == 0
 
@@ -170,7 +173,7 @@ def test_concurrent_threads_lose_no_event(make_store):
             store.allocate(session_id, uid, uid.encode())
             store.allocate(session_id, "shared", b"shared")
             if i % 5 == 0:
-                store.deallocate(session_id, uid)
+                store.deallocate(session_id, uid, uid.encode())
 
     threads = [threading.Thread(target=send, args=(n,)) for n in range(8)]
     for thread in threads:

@@ -103,3 +103,20 @@ def test_every_option_is_documented_in_the_generated_table():
 
 def test_the_dataclass_accepts_direct_construction():
     assert Config(workers=1).workers == 1
+
+
+@pytest.mark.parametrize("value", ["0", "nan", "-1", "inf"])
+def test_a_session_ttl_that_would_end_or_break_every_session_is_refused(value):
+    # 0 expired every session at its open (answers stayed 200, allocations were dropped);
+    # nan made every open fail with an IntegrityError
+    with pytest.raises(ConfigError, match="POLICY_EXTENDER_SESSION_TTL"):
+        load({}, {"POLICY_EXTENDER_SESSION_TTL": value})
+
+
+def test_the_redis_timeout_is_configurable_and_reaches_the_store():
+    from policy_extender.web.service import open_session_store
+    store = open_session_store(load({"redis_timeout": "0.1", "session_store": "redis://127.0.0.1:1/0"}, {}))
+    assert (store.timeout, store.session_timeout) == (0.1, 1.0)
+    assert store._redis.connection_pool.connection_kwargs["socket_timeout"] == 0.1
+    with pytest.raises(ConfigError, match="--redis-timeout"):
+        load({"redis_timeout": "0"}, {})

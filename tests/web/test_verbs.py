@@ -83,9 +83,22 @@ def test_job_ready_when_enough_tasks_run(client):
     assert answer(client, "jobReady", body).status is True
 
 
-@pytest.mark.parametrize("verb", ["allocateFunc", "deallocateFunc"])
-def test_events_are_accepted(client, verb):
+EVENTS = ("allocateFunc", "deallocateFunc")
+
+
+@pytest.mark.parametrize("verb", EVENTS)
+def test_events_are_accepted_in_a_session(client, verb):
+    assert post(client, "onSessionOpen").status_code == 200
     assert answer(client, verb) == goresponses.EventResponse(errorMessage="")
+
+
+@pytest.mark.parametrize("verb", EVENTS)
+def test_an_event_with_no_open_session_is_an_error_not_dropped(client, verb):
+    # Volcano sends events only inside a session: none open means the store lost it (or the
+    # open failed), and the event cannot be counted; 503 lets extender.ignorable decide
+    response = post(client, verb)
+    assert response.status_code == 503
+    assert b"no session is open" in response.data
 
 
 @pytest.mark.parametrize("verb", ["onSessionOpen", "onSessionClose", "jobEnqueued"])
@@ -108,6 +121,8 @@ NEUTRAL = {
 @pytest.mark.parametrize("verb", sorted(NEUTRAL))
 def test_a_verb_without_rules_answers_its_neutral_value(make_app, verb):
     client = make_app({"empty.policy": "# no rules yet\n"}).test_client()
+    if verb in EVENTS:
+        post(client, "onSessionOpen")
     assert answer(client, verb) == NEUTRAL[verb]
 
 

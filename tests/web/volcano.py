@@ -151,10 +151,24 @@ class RedisServer:
     """A real ``redis-server`` on a free loopback port, no persistence."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.port = free_port()
+        self.port, self.state_dir = free_port(), state_dir
+        self._start()
+
+    def restart(self) -> None:
+        """Stop it and start it again on the same port, empty (no persistence)."""
+        self.stop()
+        self._start()
+
+    def pause(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def _start(self) -> None:
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(state_dir)],
+             "--appendonly", "no", "--dir", str(self.state_dir)],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -171,6 +185,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def stop(self) -> None:
+        self.resume()
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
