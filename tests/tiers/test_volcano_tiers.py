@@ -10,15 +10,15 @@ tier 1) it does not. And what that placement changes for every other verb.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
+from policy_extender.fixtures.exchange import Exchanger
 from policy_extender.policy import compile_sources
-from policy_extender.wire import decode, encode
-from policy_extender.wire.session import NO_SESSION
 
 from . import volcano_model as volcano
 
@@ -56,22 +56,29 @@ def victims_body(evictees: dict[str, bool]) -> bytes:
     return json.dumps({"evictor": sample["evictor"], "evictees": out}).encode()
 
 
+@functools.lru_cache(maxsize=None)
+def service(with_session: bool) -> Exchanger:
+    """The service in process (its real verb handlers, a real SQLite session store) on the
+    bundled policies; with_session: the captured onSessionOpen snapshot is open."""
+    exchanger = Exchanger(bundled_policies())
+    if with_session:
+        exchanger.open_session((SAMPLES / "onSessionOpen.json").read_bytes())
+    return exchanger
+
+
 def extender_victims(verb: str, body: bytes) -> tuple[list[str], int]:
-    """What the service answers: decoded, decided and encoded the way its handler does."""
-    policy_set = bundled_policies()
-    request = decode.decode_victims(body, policy_set.reads, NO_SESSION)
-    decision = policy_set.victims(verb, request.evictor, request.evictees, NO_SESSION)
-    answer = json.loads(encode.victims(decision, request.raw_evictees))
+    """The service's answer to a preemptable/reclaimable body: (victim names, status)."""
+    answer = service(False).call(verb, body)
     return [v["Name"] for v in answer["victims"]], answer["status"]
 
 
 def extender_enqueue(priority: int, gpus: int) -> int:
+    """The service's jobEnqueueable status for the captured job (queue "restricted", Open in
+    the captured snapshot), with this priority and GPU request."""
     sample = json.loads((SAMPLES / "jobEnqueueable.json").read_text())
     sample["job"]["Priority"] = priority
     sample["job"]["TotalRequest"]["ScalarResources"]["nvidia.com/gpu"] = gpus * 1000
-    policy_set = bundled_policies()
-    request = decode.decode_job(json.dumps(sample).encode(), policy_set.reads, NO_SESSION)
-    return json.loads(encode.enqueueable(policy_set.enqueueable(request.job, NO_SESSION)))["status"]
+    return service(True).call("jobEnqueueable", json.dumps(sample).encode())["status"]
 
 
 def answers(tiers: list[list[str]], given: dict) -> list[list[tuple]]:
