@@ -231,3 +231,13 @@ def test_jobready_is_left_unregistered_in_the_shipped_conf(mode):
     assert volcano.registered(conf, "jobReady") == [["gang"], []]
     (extender,) = [p for t in conf["tiers"] for p in t["plugins"] if p["name"] == "extender"]
     assert extender["arguments"]["extender.ignorable"] is True
+
+
+def test_when_the_plugins_before_it_agree_on_nothing_the_extender_decides_alone():
+    """The documented limit of the intersection: priority ∩ conformance empty is nil, so the
+    extender's own list becomes the tier's answer, including a pod priority refused."""
+    extender = extender_victims("preemptable", victims_body({"low": False, "guarded": True}))
+    assert extender == (["low"], volcano.PERMIT)
+    given = {"priority": (["guarded"], volcano.PERMIT), "conformance": (["low"], volcano.PERMIT),
+             "extender": extender}
+    assert volcano.evictable(answers(volcano.registered(shipped(), "preemptable"), given)) == ["low"]
