@@ -44,7 +44,7 @@ class ScoreDecision:
 
 @dataclass(frozen=True)
 class VictimDecision:
-    status: int                               # 1 Permit, 0 Abstain
+    status: int                               # 1 Permit, 0 Abstain (no rule applied, or `if none abstain`)
     victims: list[int] = field(default_factory=list)       # indexes into the evictees
     reasons: dict[int, str] = field(default_factory=dict)  # evictee index -> why it is protected
 
@@ -164,25 +164,37 @@ class PolicySet:
         return ScoreDecision(scores, per_rule)
 
     def victims(self, kind: str, evictor, evictees, env) -> VictimDecision:
+        """Permit (1) with the evictees every applicable rule passes; Abstain (0) when no rule
+        applies to any evictee. When rules applied and refused every evictee ("no evictee
+        qualifies"), the answer is Permit with no victims (Volcano ends the tier there with no
+        victims), unless every rule that refused one is marked ``if none abstain``: then Abstain
+        (Volcano skips the extender and the tier's other plugins decide)."""
         rules = self._rules(*VICTIM_KINDS[kind])
         victims, reasons, applied = [], {}, False
+        vetoed = False  # a rule without `if none abstain` refused some evictee
         for i, evictee in enumerate(evictees):
             c = Context(env, self._slots, evictor=evictor, evictee=evictee)
             failed = None
             for rule in rules:
+                if failed is not None and (rule.abstain_if_none or victims):
+                    continue  # only a vetoing refusal can still change the answer
                 if rule.applies is not None and not rule.evaluate(rule.applies, c):
                     continue
                 applied = True
                 if rule.evaluate(rule.test, c) is not True:
-                    failed = rule
-                    break
+                    failed = failed or rule
+                    if not rule.abstain_if_none:
+                        vetoed = True
+                        break
             if failed is None:
                 victims.append(i)
             else:
                 reasons[i] = _why_not(failed, c)
         if not applied:
             return VictimDecision(0)
-        return VictimDecision(1, [i for i in victims], reasons)
+        if not victims and not vetoed:
+            return VictimDecision(0, [], reasons)
+        return VictimDecision(1, victims, reasons)
 
     def enqueueable(self, job, env) -> StatusDecision:
         c = Context(env, self._slots, job=job)

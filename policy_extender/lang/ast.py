@@ -100,8 +100,8 @@ AGGREGATES = ("sum", "count", "any", "all", "min", "max")
 
 @dataclass(frozen=True)
 class Modifier:
-    kind: str  # when reason unresolvable weight normalize permit
-    value: object  # Expr | Template | number | (lo, hi) | None
+    kind: str  # when reason unresolvable weight normalize permit "if none"
+    value: object  # Expr | Template | number | (lo, hi) | "abstain"/"permit" | None
     span: Span
 
 

@@ -28,6 +28,7 @@ MODIFIER_KINDS = {
     "weight": frozenset({"score"}),
     "normalize": frozenset({"score"}),
     "permit": frozenset({"enqueue"}),
+    "if none": frozenset({"victim", "preemptable", "reclaimable"}),
 }
 _STRING_MAPS = ("labels", "annotations", "node_selector", "conditions")
 
@@ -49,6 +50,7 @@ class CheckedRule:
     weight: float = 1
     normalize: tuple[float, float] | None = None
     permit: bool = False
+    abstain_if_none: bool = False  # `if none abstain`: refusing every evictee answers Abstain
 
 
 @dataclass
@@ -178,7 +180,7 @@ class Checker:
             self.error("E404", f"'{kind}' is given twice (first at line {seen[kind].span.line})", modifier.span)
             return
         seen[kind] = modifier
-        getattr(self, f"modifier_{kind}")(modifier, checked, scope)
+        getattr(self, "modifier_" + kind.replace(" ", "_"))(modifier, checked, scope)
 
     def modifier_when(self, modifier, checked, scope) -> None:
         self.condition(modifier.value, scope, "'when'")
@@ -195,6 +197,9 @@ class Checker:
 
     def modifier_permit(self, modifier, checked, scope) -> None:
         checked.permit = True
+
+    def modifier_if_none(self, modifier, checked, scope) -> None:
+        checked.abstain_if_none = modifier.value == "abstain"
 
     def modifier_weight(self, modifier, checked, scope) -> None:
         checked.weight = modifier.value

@@ -81,6 +81,7 @@ class CompiledRule:
     weight: float
     normalize: tuple[float, float] | None
     permit: bool
+    abstain_if_none: bool = False  # victim rules: `if none abstain`
 
     def evaluate(self, fn: Fn, c: Context):
         try:
@@ -121,7 +122,8 @@ class Compiler:
             _all_true(guards) if guards else None, self.expr(rule.expr),
             self.template(checked.reason) if checked.reason else None, explainer(rule.expr, self),
             self.source(rule.expr),
-            checked.unresolvable, checked.weight, checked.normalize, checked.permit)
+            checked.unresolvable, checked.weight, checked.normalize, checked.permit,
+            checked.abstain_if_none)
 
     def template(self, template: ast.Template) -> Fn:
         parts = [p if isinstance(p, str) else self.expr(p) for p in template.parts]

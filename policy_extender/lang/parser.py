@@ -265,6 +265,12 @@ class Builder(Transformer):
     def mod_permit(self, meta, children):
         return ast.Modifier("permit", None, self._span(meta))
 
+    def mod_if_none_abstain(self, meta, children):
+        return ast.Modifier("if none", "abstain", self._span(meta))
+
+    def mod_if_none_permit(self, meta, children):
+        return ast.Modifier("if none", "permit", self._span(meta))
+
     def mod_weight(self, meta, children):
         return ast.Modifier("weight", children[0], self._span(meta))
 
