@@ -164,9 +164,14 @@ def decode_task_event(body: bytes, reads: Reads | None = None, env=NO_SESSION) -
     return TaskEventRequest(TaskView(required(decoded.task, "$.task"), env))
 
 
+_CLOSE_DECODER = msgspec.json.Decoder(msgspec.defstruct("SessionCloseBody", [], forbid_unknown_fields=False))
+
+
 def decode_session_close(body: bytes) -> None:
-    """onSessionClose: Volcano sends ``{}``; the body is not read at all."""
-    return None
+    """onSessionClose: Volcano sends ``{}``. Any JSON object is accepted (its keys are skipped);
+    anything else (not JSON, empty, an array, a number, null) raises ``WireError``, so that a
+    stray request never closes the live session."""
+    decode_json(_CLOSE_DECODER, body)
 
 
 def decode_allocation(body: bytes, reads: Reads | None = None, snapshot: Snapshot | None = None) -> Allocation:
