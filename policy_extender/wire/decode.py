@@ -2,7 +2,8 @@
 
 ``decode_predicate(body, reads, env)`` and friends take the raw body bytes (never ``json.loads``:
 msgspec skips every key the read set does not name), and return the verb's views. A body that is
-not JSON, or has a wrong JSON type in a field we read, raises ``WireError`` with the path.
+not a JSON object, lacks a field Volcano always sends and the service keys on (``structs.REQUIRED``),
+or has a wrong JSON type in a field we read, raises ``WireError`` with the path.
 Decoders are built once per read set (a policy version has one) and cached.
 """
 
