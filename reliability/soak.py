@@ -56,7 +56,7 @@ class Soak:
         self.stop = threading.Event()
         self.kill_at: float | None = None
         self.rss: dict[int, list[int]] = {}
-        self.started = time.monotonic()
+        self.started, self.started_wall = time.monotonic(), time.time()
         self.failures: list[tuple[float, str, str]] = []   # (time, thread, what): any is a failure
         self.timeline: list[tuple[float, str]] = []        # swaps, the kill, worker pids: to explain failures
 
@@ -69,7 +69,7 @@ class Soak:
         try:
             server.wait_listening()
             self.server = server
-            self.started = time.monotonic()
+            self.started, self.started_wall = time.monotonic(), time.time()
             threads = [self.thread(f"client-{i}", self.client) for i in range(self.clients)]
             threads += [self.thread("swapper", self.swapper, volume), self.thread("driver", self.driver),
                         self.thread("sampler", self.sampler)]
@@ -223,6 +223,8 @@ class Soak:
                 + log.count("Fatal Python error"), "crash lines": [line for line in log.splitlines()
                                                                     if "Traceback" in line or "signal 11" in line][:5],
                 "faulthandler": faulthandler or "off",
+                "started (UTC)": time.strftime("%H:%M:%S", time.gmtime(self.started_wall))
+                + f".{int(self.started_wall % 1 * 1000):03d}" if self.failures else "",
                 "client failures": len(self.failures), "failure examples": self.failures[:5],
                 "timeline": self.timeline if self.failures else [],
                 "log excerpt": [line for line in log.splitlines() if EXPLAINS.search(line)][:40] if self.failures else []}
