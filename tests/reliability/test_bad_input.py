@@ -252,9 +252,10 @@ def before(server, volcano):
     pinned = volcano.get("/status")[1]["session"]["policy_version"]
     write_policies(server.policies, {**POLICY, **NEWER})
     deadline = time.monotonic() + 20
-    while set(worker_versions(volcano).values()) in ({pinned}, set()) and time.monotonic() < deadline:
-        time.sleep(0.1)
     versions = set(worker_versions(volcano).values())
+    while not (len(versions) == 1 and pinned not in versions) and time.monotonic() < deadline:
+        time.sleep(0.1)  # both workers on the new version
+        versions = set(worker_versions(volcano).values())
     assert len(versions) == 1 and pinned not in versions, (pinned, versions)
     state = session_state(server, volcano)
     scores = set(state[4]["nodeScore"].values())
