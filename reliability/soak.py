@@ -13,6 +13,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -29,6 +30,8 @@ from tests.reload.kubelet import ConfigMapVolume  # noqa: E402
 from tests.reload.server import Server, sample  # noqa: E402
 
 COUNT = "score session.allocated.tasks * 1000\n"
+#: log lines that explain client failures: workers starting, policy loads and their errors
+EXPLAINS = re.compile(r"Booting worker|Worker .* (was sent|exited)|policy|reload", re.I)
 
 
 def version_scores(scores) -> dict[str, int]:
@@ -53,6 +56,9 @@ class Soak:
         self.stop = threading.Event()
         self.kill_at: float | None = None
         self.rss: dict[int, list[int]] = {}
+        self.started, self.started_wall = time.monotonic(), time.time()
+        self.failures: list[tuple[float, str, str]] = []   # (time, thread, what): any is a failure
+        self.timeline: list[tuple[float, str]] = []        # swaps, the kill, worker pids: to explain failures
 
     def run(self) -> dict:
         state = tempfile.mkdtemp(prefix="soak-")
@@ -63,10 +69,10 @@ class Soak:
         try:
             server.wait_listening()
             self.server = server
-            threads = [threading.Thread(target=self.client, daemon=True) for _ in range(self.clients)]
-            threads += [threading.Thread(target=self.swapper, args=(volume,), daemon=True),
-                        threading.Thread(target=self.driver, daemon=True),
-                        threading.Thread(target=self.sampler, daemon=True)]
+            self.started, self.started_wall = time.monotonic(), time.time()
+            threads = [self.thread(f"client-{i}", self.client) for i in range(self.clients)]
+            threads += [self.thread("swapper", self.swapper, volume), self.thread("driver", self.driver),
+                        self.thread("sampler", self.sampler)]
             for t in threads:
                 t.start()
             time.sleep(self.seconds / 2)
@@ -79,6 +85,27 @@ class Soak:
         finally:
             server.stop()
         return self.figures(log, env_note)
+
+    def thread(self, name: str, target, *args) -> threading.Thread:
+        """A daemon thread whose uncaught exception is recorded as a failure of the soak (a thread
+        that dies silently would let the soak pass with fewer clients)."""
+        def run() -> None:
+            try:
+                target(*args)
+            except BaseException as exc:  # recorded, then the soak fails on it
+                self.fail(name, f"{type(exc).__name__}: {exc}")
+        return threading.Thread(target=run, name=name, daemon=True)
+
+    def at(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    def note(self, what: str) -> None:
+        with self.lock:
+            self.timeline.append((self.at(), what))
+
+    def fail(self, thread: str, what: str) -> None:
+        with self.lock:
+            self.failures.append((self.at(), thread, what))
 
     def call(self, verb: str, body: bytes) -> dict:
         status, raw = self.server.post(verb, body)
@@ -96,6 +123,9 @@ class Soak:
             except (OSError, http.client.HTTPException) as exc:
                 self.errors.append((time.monotonic(), type(exc).__name__))
                 continue
+            except AssertionError as exc:  # a non-200 answer: a failure; keep going to count them all
+                self.fail(threading.current_thread().name, str(exc))
+                continue
             with self.lock:
                 still = (self.pinned, self.allocated) == (pinned, allocated)
             self.counts["prioritize"] += 1
@@ -112,6 +142,10 @@ class Soak:
                 self.cycle(task)
             except (OSError, http.client.HTTPException) as exc:
                 self.errors.append((time.monotonic(), type(exc).__name__))
+                with self.lock:
+                    self.pinned = None
+            except AssertionError as exc:  # a non-200 answer: a failure; the next cycle starts afresh
+                self.fail("driver", str(exc))
                 with self.lock:
                     self.pinned = None
 
@@ -142,6 +176,7 @@ class Soak:
             n += 1
             text = f"score {1 + n % 5}\n" if n % 2 else "score 1 +\n"
             volume.update({"count.policy": COUNT, "swap.policy": text})
+            self.note(f"swap {n} {'good' if n % 2 else 'broken'}: {text.strip()}")
             self.counts["swaps good" if n % 2 else "swaps broken"] += 1
 
     def sampler(self) -> None:
@@ -158,10 +193,22 @@ class Soak:
             return [int(p) for p in f.read().split()]
 
     def kill_one_worker(self) -> None:
-        victim = self.worker_pids()[0]
+        pids = self.worker_pids()
+        victim = pids[0]
         self.kill_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
         self.counts["workers killed"] += 1
+        self.note(f"SIGKILL worker {victim} (workers were {pids})")
+        threading.Thread(target=self.note_replacement, args=(set(pids),), daemon=True).start()
+
+    def note_replacement(self, before: set[int]) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            new = set(self.worker_pids()) - before
+            if new:
+                self.note(f"replacement worker {sorted(new)} forked")
+                return
+            time.sleep(0.01)
 
     def figures(self, log: str, faulthandler: str) -> dict:
         near_kill = [e for t, e in self.errors if self.kill_at and abs(t - self.kill_at) < 2.0]
@@ -175,7 +222,12 @@ class Soak:
                 "rss kB first/last third": memory, "segfaults in log": log.count("Segmentation fault")
                 + log.count("Fatal Python error"), "crash lines": [line for line in log.splitlines()
                                                                     if "Traceback" in line or "signal 11" in line][:5],
-                "faulthandler": faulthandler or "off"}
+                "faulthandler": faulthandler or "off",
+                "started (UTC)": time.strftime("%H:%M:%S", time.gmtime(self.started_wall))
+                + f".{int(self.started_wall % 1 * 1000):03d}" if self.failures else "",
+                "client failures": len(self.failures), "failure examples": self.failures[:5],
+                "timeline": self.timeline if self.failures else [],
+                "log excerpt": [line for line in log.splitlines() if EXPLAINS.search(line)][:40] if self.failures else []}
 
 
 def main(argv=None) -> int:
@@ -185,7 +237,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYTHONFAULTHANDLER", "1")
     figures = Soak(args.seconds).run()
     print(json.dumps(figures, indent=2))
-    ok = figures["wrong decisions"] == 0 and figures["errors"] == figures["errors near the kill"]
+    ok = figures["wrong decisions"] == 0 and figures["errors"] == figures["errors near the kill"] \
+        and figures["client failures"] == 0
     return 0 if ok else 1
 
 

@@ -144,7 +144,7 @@ def test_run_time_bounds_raise_eval_error_with_the_rule(expr, code):
     except PolicyError:
         assert code is None  # refused at load time: fine too
         return
-    body = b'{"task": {"UID": "t", "Name": "' + b"n" * 2000 + b'"}, "node": {"Name": "n"}}'
+    body = b'{"task": {"UID": "t", "Job": "", "NodeName": "", "Name": "' + b"n" * 2000 + b'"}, "node": {"Name": "n"}}'
     request = decode.decode_predicate(body, ps.reads, NO_SESSION)
     with pytest.raises(EvalError) as caught:
         ps.predicate(request.task, request.node, NO_SESSION)
@@ -155,7 +155,7 @@ def test_run_time_bounds_raise_eval_error_with_the_rule(expr, code):
 def test_aggregates_refuse_too_many_elements():
     ps = compile_sources({"b.policy": "filter big: count(x for x in node.tasks) >= 0\n"})
     tasks = ",".join(f'"t{i}": {{"UID": "t{i}"}}' for i in range(100_001))
-    body = ('{"task": {"UID": "t"}, "node": {"Name": "n", "Tasks": {' + tasks + "}}}").encode()
+    body = ('{"task": {"UID": "t", "Job": "", "NodeName": ""}, "node": {"Name": "n", "Tasks": {' + tasks + "}}}").encode()
     request = decode.decode_predicate(body, ps.reads, NO_SESSION)
     with pytest.raises(EvalError, match="E512"):
         ps.predicate(request.task, request.node, NO_SESSION)

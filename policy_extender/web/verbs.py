@@ -70,6 +70,7 @@ def on_session_open(service: Service, body: bytes) -> Reply:
 
 
 def on_session_close(service: Service, body: bytes) -> Reply:
+    wire_decode.decode_session_close(body)  # not a JSON object: 400, the session stays open
     had_session = service.sessions.head() is not None
     before = service.sessions.session_counts()
     service.sessions.close()

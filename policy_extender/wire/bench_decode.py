@@ -1,9 +1,9 @@
 """Decode timings: ``python -m policy_extender.wire.bench_decode [--repeat N]``.
 
 Prints the median microseconds to decode a predicate body with ``json.loads``, ``orjson.loads``
-and the pruned msgspec decoder (three read sets), on the sample body and on a synthetic body
-whose node carries 20 pods (the sample's pods copied), both as compact JSON like Volcano sends.
-A script that prints figures, not a test.
+and the pruned msgspec decoder (four read sets: the benchmark policy's, ``bench/policies``, among
+them), on the sample body and on a synthetic body whose node carries 20 pods (the sample's pods
+copied), both as compact JSON like Volcano sends. A script that prints figures, not a test.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from .structs import full_reads
 
 #: the repository's copy of the shared predicate sample (run from a checkout)
 SAMPLE = Path(__file__).resolve().parents[2] / "tests" / "samples" / "predicate.json"
+#: the benchmark policy (``python -m bench`` serves it), from a checkout
+BENCH_POLICIES = Path(__file__).resolve().parents[2] / "bench" / "policies"
 
 #: What a typical policy reads: ``filter node.labels.zone == task.annotations.zone``,
 #: ``filter free_gpu >= task_gpu``.
@@ -54,10 +56,13 @@ def median_us(function, body: bytes, repeat: int) -> float:
 
 
 def contenders() -> dict:
+    from ..policy import load_directories
     full = full_reads()
+    bench = load_directories([BENCH_POLICIES]).reads
     return {
         "json.loads": json.loads,
         "orjson.loads": orjson.loads,
+        "msgspec pruned: bench/policies": lambda b: decode_predicate(b, bench),
         "msgspec pruned: typical policy": lambda b: decode_predicate(b, TYPICAL),
         "msgspec pruned: minimal (ALWAYS_READ)": lambda b: decode_predicate(b, {}),
         "msgspec pruned: every schema field": lambda b: decode_predicate(b, full),

@@ -2,7 +2,8 @@
 
 ``decode_predicate(body, reads, env)`` and friends take the raw body bytes (never ``json.loads``:
 msgspec skips every key the read set does not name), and return the verb's views. A body that is
-not JSON, or has a wrong JSON type in a field we read, raises ``WireError`` with the path.
+not a JSON object, lacks a field Volcano always sends and the service keys on (``structs.REQUIRED``),
+or has a wrong JSON type in a field we read, raises ``WireError`` with the path.
 Decoders are built once per read set (a policy version has one) and cached.
 """
 
@@ -164,9 +165,14 @@ def decode_task_event(body: bytes, reads: Reads | None = None, env=NO_SESSION) -
     return TaskEventRequest(TaskView(required(decoded.task, "$.task"), env))
 
 
+_CLOSE_DECODER = msgspec.json.Decoder(msgspec.defstruct("SessionCloseBody", [], forbid_unknown_fields=False))
+
+
 def decode_session_close(body: bytes) -> None:
-    """onSessionClose: Volcano sends ``{}``; the body is not read at all."""
-    return None
+    """onSessionClose: Volcano sends ``{}``. Any JSON object is accepted (its keys are skipped);
+    anything else (not JSON, empty, an array, a number, null) raises ``WireError``, so that a
+    stray request never closes the live session."""
+    decode_json(_CLOSE_DECODER, body)
 
 
 def decode_allocation(body: bytes, reads: Reads | None = None, snapshot: Snapshot | None = None) -> Allocation:

@@ -79,10 +79,18 @@ def _friendly_type(name: str) -> str:
     return " or ".join(n for n in names if n != "null") or "null"
 
 
+#: What a required field (``structs.REQUIRED``, the onSessionOpen maps) holds, by Go key.
+_REQUIRED_TYPES = {"UID": "a non-empty string", "Name": "a non-empty string", "Job": "a string",
+                   "NodeName": "a string", "Queue": "a string", "MinAvailable": "an integer",
+                   "Jobs": "an object", "Nodes": "an object", "Queues": "an object"}
+
+
 def _friendly(message: str) -> str:
     """msgspec's "Expected `float | null`, got `str`" as "expected number, got string"."""
     if "matching regex" in message and "Ki|Mi|Gi" in message:
         return "expected a Kubernetes quantity string such as \"2\", \"500m\" or \"4Gi\""
+    if re.fullmatch(r"Expected `str` of length >= 1", message):
+        return "expected a non-empty string, got an empty one (Volcano never sends it empty)"
     typed = re.fullmatch(r"Expected `([^`]*)`, got `([^`]*)`", message)
     if typed:
         return f"expected {_friendly_type(typed.group(1))}, got {_friendly_type(typed.group(2))}"
@@ -95,10 +103,18 @@ def wire_error(error: msgspec.MsgspecError, prefix: str = "$") -> WireError:
         return WireError(f"malformed JSON: {error}", prefix)
     match = _MSGSPEC_ERROR.match(str(error))
     path = prefix + (match["path"] or "$")[1:]
+    missing = re.fullmatch(r"Object missing required field `([^`]*)`", match["message"])
+    if missing:
+        key = missing.group(1)
+        return WireError(f"missing: expected {_REQUIRED_TYPES.get(key, 'a value')}; Volcano always sends this "
+                         "field (is the body from Volcano's extender plugin, sent to the right verb path?)",
+                         f"{path}.{key}")
     return WireError(_friendly(match["message"]), path)
 
 
 def decode_json(decoder: msgspec.json.Decoder, body: bytes, prefix: str = "$") -> Any:
+    if not body:
+        raise WireError("empty body: expected a JSON object, as Volcano sends", prefix)
     try:
         return decoder.decode(body)
     except msgspec.MsgspecError as error:

@@ -8,8 +8,11 @@ so a node's embedded pods (and their managedFields) cost a scan, not a parse.
 
 Leaves whose Go type we know (``LEAF_TYPES``) are typed, so a string where Volcano sends a number
 is a ValidationError with a path; leaves we do not know decode as plain JSON values. Every field
-is optional and nullable: Go emits ``null`` for nil maps, slices and pointers, and Volcano adds
-keys over time.
+is optional and nullable (Go emits ``null`` for nil maps, slices and pointers, and Volcano adds
+keys over time), except ``REQUIRED``: on the top-level object of a verb body (``$.task``,
+``$.node``, ``$.nodes[i]``, ``$.evictees[i]``, ``$.job``, ``$.queue``, the snapshot's jobs and
+queues) the fields Volcano always sends and the service keys state or decisions on must be there,
+non-null, of their Go type. They are checked by the same pruned decode, at no extra parse.
 """
 
 from __future__ import annotations
@@ -72,6 +75,24 @@ class Guarantee(msgspec.Struct, **_STRUCT_OPTIONS):
 
 
 StrMap = dict[str, str | None]
+
+#: A Go string that is never empty in a real session (a pod's UID, a node's name, ...).
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+#: Fields Volcano always emits (Go strings and ints, no ``omitempty``: never missing, never null)
+#: that the service keys state or decisions on; required on the top-level object of each verb
+#: body and on the snapshot's jobs and queues (not on the tasks nested in a node or a job):
+#: task: ``UID`` keys allocations and victims, ``Job`` finds the task's job in the session,
+#: ``NodeName`` keys the allocation's node; node: ``Name`` keys scores and per-node counts;
+#: job: ``UID`` keys the session's jobs, ``Queue`` finds its queue, ``MinAvailable`` is the gang
+#: size jobEnqueueable/jobReady decide on; queue: ``UID`` and ``Name`` find it and key its counts.
+#: Listed in docs/reliability.md.
+REQUIRED: dict[str, dict[str, Any]] = {
+    "task": {"UID": NonEmpty, "Job": str, "NodeName": str},
+    "node": {"Name": NonEmpty},
+    "job": {"UID": NonEmpty, "Queue": str, "MinAvailable": int},
+    "queue": {"UID": NonEmpty, "Name": NonEmpty},
+}
 
 #: Go types of the leaves the schema reads, per object type, by wire path.
 LEAF_TYPES: dict[str, dict[WirePath, Any]] = {
@@ -138,8 +159,10 @@ def paths_for(root: str, paths) -> frozenset[WirePath]:
 
 @lru_cache(maxsize=256)
 def struct_for(root: str, paths: frozenset[WirePath]) -> type:
-    """A Struct type for an object of type ``root`` holding exactly ``paths`` (and ALWAYS_READ)."""
-    return _build(root, (), _trie(paths_for(root, paths)))
+    """A Struct type for the top-level object of type ``root`` of a verb body: exactly ``paths``
+    (and ALWAYS_READ), with the ``REQUIRED`` fields required."""
+    required = REQUIRED.get(root, {})
+    return _build(root, (), _trie(paths_for(root, paths) | {(key,) for key in required}), required)
 
 
 def _trie(paths) -> dict:
@@ -161,14 +184,17 @@ def _trie(paths) -> dict:
     return trie
 
 
-def _build(root: str, prefix: WirePath, trie: dict) -> type:
+def _build(root: str, prefix: WirePath, trie: dict, required: dict[str, Any] | None = None) -> type:
     fields, rename = [], {}
     for key, sub in sorted(trie.items()):
         attr = attr_name(key)
         rename[attr] = key
-        fields.append((attr, _value_type(root, prefix + (key,), sub) | None, None))
+        if required and key in required:
+            fields.append((attr, required[key]))  # no default: missing or null is an error
+        else:
+            fields.append((attr, _value_type(root, prefix + (key,), sub) | None, None))
     name = "_".join((root.capitalize(),) + tuple(attr_name(k) for k in prefix)) or root
-    return msgspec.defstruct(name, fields, rename=rename, **_STRUCT_OPTIONS)
+    return msgspec.defstruct(name, fields, rename=rename, kw_only=True, **_STRUCT_OPTIONS)
 
 
 def _value_type(root: str, path: WirePath, sub: dict | None) -> Any:

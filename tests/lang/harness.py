@@ -18,7 +18,7 @@ from policy_extender.wire.views import JobView, QueueView
 CASES = Path(__file__).parent / "cases"
 
 #: Wire-shaped defaults (Go field names, milli units) merged under each case's input.
-TASK = {"UID": "t-1", "Job": "job-1", "Name": "web-0", "Namespace": "default", "Status": 1,
+TASK = {"UID": "t-1", "Job": "job-1", "Name": "web-0", "Namespace": "default", "NodeName": "", "Status": 1,
         "Priority": 0, "Resreq": {"MilliCPU": 1000, "Memory": 1073741824, "ScalarResources": None},
         "Pod": {"metadata": {"labels": {}, "annotations": {}}, "spec": {"tolerations": []}}}
 NODE = {"Name": "node-a", "Node": {"metadata": {"labels": {}}, "spec": {"taints": []}},

@@ -1,9 +1,12 @@
 """HTTP bad-input matrix against a real gunicorn (2 workers): each bad request gets its status and
-a JSON error, the workers keep serving (same pids, /healthz), the session state is unchanged, and
-the server logs no crash."""
+a JSON error naming the verb and the field path, leaves the session exactly as it was (snapshot,
+allocations, pinned policy version: read through /status, through decisions that depend on each,
+and from the store file), the workers keep serving (same pids, /healthz), and the server logs no
+crash. The fields required of each verb body are listed in docs/reliability.md."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import socket
@@ -11,13 +14,21 @@ import time
 
 import pytest
 
+from policy_extender.session.sqlite import SqliteStore
 from tests.web.conftest import SAMPLES, write_policies
 from tests.web.volcano import Server, VolcanoClient
 
 pytestmark = pytest.mark.slow
 
-POLICY = {"cap.policy": "filter cap: session.allocated.tasks < 1\n    reason \"cycle full\"\nscore 10 * free_gpu\n"}
-VERBS = ["predicate", "prioritize", "preemptable", "reclaimable", "jobEnqueueable", "jobEnqueued",
+#: Decisions that show the session: ``cap`` rejects once one task is allocated; ``snap`` scores the
+#: allocations and the task's job in the snapshot (its MinAvailable), so a lost or added allocation
+#: or a replaced snapshot changes the prioritize answer.
+POLICY = {"cap.policy": "filter cap: session.allocated.tasks < 1\n    reason \"cycle full\"\nscore 10 * free_gpu\n"
+                        "score snap: 1000 * session.allocated.tasks + 100 * (task.job.min_available ?? 0)\n"}
+#: Added after the session opened: the current version differs from the pinned one and scores 7
+#: more, so a session closed or re-opened by a bad request shows in the scores.
+NEWER = {"newer.policy": "score newer: 7\n"}
+VERBS = ["onSessionOpen", "predicate", "prioritize", "preemptable", "reclaimable", "jobEnqueueable", "jobEnqueued",
          "queueOverused", "jobReady", "allocateFunc", "deallocateFunc"]
 CRASH = re.compile(r"Traceback|Exception in worker|WORKER TIMEOUT|signal \d+|Segmentation fault|SIGSEGV")
 
@@ -79,11 +90,16 @@ def wrong_field_types() -> list[tuple[str, bytes]]:
     return cases
 
 
+ALL_VERBS = VERBS + ["onSessionClose"]  # onSessionClose's body is {}: any object is well-formed
+
 MATRIX = (
-    [(f"malformed JSON {v}", request(v, b'{"task": {'), 400) for v in VERBS]
-    + [(f"not JSON {v}", request(v, b"\xff\xfe garbage"), 400) for v in VERBS]
-    + [(f"top-level list {v}", request(v, b"[]"), 400) for v in VERBS]
-    + [(f"top-level string {v}", request(v, b'"x"'), 400) for v in VERBS]
+    [(f"malformed JSON {v}", request(v, b'{"task": {'), 400) for v in ALL_VERBS]
+    + [(f"not JSON {v}", request(v, b"\xff\xfe garbage"), 400) for v in ALL_VERBS]
+    + [(f"top-level list {v}", request(v, b"[]"), 400) for v in ALL_VERBS]
+    + [(f"top-level string {v}", request(v, b'"x"'), 400) for v in ALL_VERBS]
+    + [(f"top-level number {v}", request(v, b"7"), 400) for v in ALL_VERBS]
+    + [(f"top-level null {v}", request(v, b"null"), 400) for v in ALL_VERBS]
+    + [(f"empty body {v}", request(v, b""), 400) for v in ALL_VERBS]
     + [(f"null objects {v}", request(v, json.dumps(dict.fromkeys(json.loads(body(v)), None)).encode()), 400)
        for v in VERBS]
     + [(f"missing fields {v}", request(v, b"{}"), 400) for v in VERBS]
@@ -97,11 +113,89 @@ MATRIX = (
 )
 
 
+def edited(verb: str, *path, value=None, remove: bool = False) -> bytes:
+    """The sample body of ``verb`` with the value at ``path`` replaced (or removed)."""
+    data = json.loads(body(verb))
+    target = data
+    for key in path[:-1]:  # "*": the first value of a map
+        target = next(iter(target.values())) if key == "*" else target[key]
+    if remove:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return json.dumps(data).encode()
+
+
+MISSING = "missing: expected"
+#: Bodies that lack, null or mistype a field Volcano always sends and the service keys state or
+#: decisions on (docs/reliability.md): (case, verb, body, the error's start).
+REQUIRED_FIELDS = [
+    ("onSessionOpen Jobs null", "onSessionOpen", edited("onSessionOpen", "Jobs"), "$.Jobs: expected object, got null"),
+    ("onSessionOpen Jobs missing", "onSessionOpen", edited("onSessionOpen", "Jobs", remove=True),
+     f"$.Jobs: {MISSING} an object"),
+    ("onSessionOpen Nodes missing", "onSessionOpen", edited("onSessionOpen", "Nodes", remove=True),
+     f"$.Nodes: {MISSING} an object"),
+    ("onSessionOpen Nodes a list", "onSessionOpen", edited("onSessionOpen", "Nodes", value=[]),
+     "$.Nodes: expected object, got array"),
+    ("onSessionOpen Queues null", "onSessionOpen", edited("onSessionOpen", "Queues"), "$.Queues: expected object, got null"),
+    ("onSessionOpen Queues missing", "onSessionOpen", edited("onSessionOpen", "Queues", remove=True),
+     f"$.Queues: {MISSING} an object"),
+    ("onSessionOpen a job without MinAvailable", "onSessionOpen",
+     edited("onSessionOpen", "Jobs", "*", "MinAvailable", remove=True), f"$.Jobs[...].MinAvailable: {MISSING} an integer"),
+    ("onSessionOpen a job without UID", "onSessionOpen", edited("onSessionOpen", "Jobs", "*", "UID", remove=True),
+     f"$.Jobs[...].UID: {MISSING} a non-empty string"),
+    ("onSessionOpen a queue with Name null", "onSessionOpen", edited("onSessionOpen", "Queues", "*", "Name"),
+     "$.Queues[...].Name: expected string, got null"),
+    ("allocateFunc without task.UID", "allocateFunc", edited("allocateFunc", "task", "UID", remove=True),
+     f"$.task.UID: {MISSING} a non-empty string"),
+    ("allocateFunc task.UID null", "allocateFunc", edited("allocateFunc", "task", "UID"), "$.task.UID: expected string, got null"),
+    ("allocateFunc task.UID empty", "allocateFunc", edited("allocateFunc", "task", "UID", value=""),
+     "$.task.UID: expected a non-empty string"),
+    ("allocateFunc without task.NodeName", "allocateFunc", edited("allocateFunc", "task", "NodeName", remove=True),
+     f"$.task.NodeName: {MISSING} a string"),
+    ("allocateFunc without task.Job", "allocateFunc", edited("allocateFunc", "task", "Job", remove=True),
+     f"$.task.Job: {MISSING} a string"),
+    ("deallocateFunc without task.UID", "deallocateFunc", edited("deallocateFunc", "task", "UID", remove=True),
+     f"$.task.UID: {MISSING} a non-empty string"),
+    ("deallocateFunc task.UID a number", "deallocateFunc", edited("deallocateFunc", "task", "UID", value=7),
+     "$.task.UID: expected string, got integer"),
+    ("queueOverused without queue.UID", "queueOverused", edited("queueOverused", "queue", "UID", remove=True),
+     f"$.queue.UID: {MISSING} a non-empty string"),
+    ("queueOverused without queue.Name", "queueOverused", edited("queueOverused", "queue", "Name", remove=True),
+     f"$.queue.Name: {MISSING} a non-empty string"),
+    ("jobEnqueueable without job.MinAvailable", "jobEnqueueable",
+     edited("jobEnqueueable", "job", "MinAvailable", remove=True), f"$.job.MinAvailable: {MISSING} an integer"),
+    ("jobEnqueueable without job.Queue", "jobEnqueueable", edited("jobEnqueueable", "job", "Queue", remove=True),
+     f"$.job.Queue: {MISSING} a string"),
+    ("jobReady without job.MinAvailable", "jobReady", edited("jobReady", "job", "MinAvailable", remove=True),
+     f"$.job.MinAvailable: {MISSING} an integer"),
+    ("jobReady job.MinAvailable a string", "jobReady", edited("jobReady", "job", "MinAvailable", value="3"),
+     "$.job.MinAvailable: expected integer, got string"),
+    ("jobEnqueued without job.UID", "jobEnqueued", edited("jobEnqueued", "job", "UID", remove=True),
+     f"$.job.UID: {MISSING} a non-empty string"),
+    ("predicate without task.UID", "predicate", edited("predicate", "task", "UID", remove=True),
+     f"$.task.UID: {MISSING} a non-empty string"),
+    ("predicate without node.Name", "predicate", edited("predicate", "node", "Name", remove=True),
+     f"$.node.Name: {MISSING} a non-empty string"),
+    ("prioritize a node without Name", "prioritize", edited("prioritize", "nodes", 0, "Name", remove=True),
+     f"$.nodes[0].Name: {MISSING} a non-empty string"),
+    ("preemptable an evictee without UID", "preemptable", edited("preemptable", "evictees", 0, "UID", remove=True),
+     f"$.evictees[0].UID: {MISSING} a non-empty string"),
+    ("reclaimable evictor without Job", "reclaimable", edited("reclaimable", "evictor", "Job", remove=True),
+     f"$.evictor.Job: {MISSING} a string"),
+]
+
+MATRIX += [(case, request(verb, data), 400) for case, verb, data, _ in REQUIRED_FIELDS]
+#: the start of each case's error message, past ``"<verb>: "``
+ERRORS = {case: error for case, _, _, error in REQUIRED_FIELDS}
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bad-input")
     srv = Server(tmp, write_policies(tmp / "policies", POLICY), f"sqlite:{tmp / 's.sqlite3'}", workers=2, threads=4,
-                 extra_args=("--body-timeout", str(BODY_TIMEOUT)))
+                 extra_args=("--body-timeout", str(BODY_TIMEOUT)), reload_interval=0.2)
+    srv.store, srv.policies = SqliteStore(str(tmp / "s.sqlite3")), tmp / "policies"
     try:
         srv.wait_ready()
         yield srv
@@ -124,24 +218,68 @@ def worker_pids(volcano: VolcanoClient, workers: int = 2) -> set[int]:
     return pids
 
 
-def session_state(volcano: VolcanoClient) -> tuple:
+def worker_versions(volcano: VolcanoClient, workers: int = 2) -> dict[int, str]:
+    """{pid: the current policy version} of every worker (new connections until both answered)."""
+    versions: dict[int, str] = {}
+    deadline = time.monotonic() + 10
+    while len(versions) < workers and time.monotonic() < deadline:
+        status = volcano.get("/status")[1]
+        versions[status["pid"]] = status["policy_version"]
+    return versions
+
+
+def session_state(server, volcano: VolcanoClient) -> tuple:
+    """The session as /status, the store and two decisions show it: its id and sequence number
+    (a new open changes the id, an allocation the sequence), the pinned and the current version,
+    the snapshot's bytes and the allocations in the store, the predicate (rejects while one task
+    is allocated) and the prioritize scores (allocations, the snapshot's job, the pinned version)."""
     status = volcano.get("/status")[1]
-    decision = volcano.call("predicate", body("predicate"), fresh=True)
-    return status.get("session"), status.get("policy_version"), decision
+    head = server.store.head()
+    stored = None if head is None else (head.session_id, head.seq, head.policy_version,
+                                        hashlib.sha256(server.store.snapshot(head.session_id) or b"").hexdigest(),
+                                        sorted(server.store.allocations(head.session_id)))
+    return (status.get("session"), status.get("policy_version"), stored,
+            volcano.call("predicate", body("predicate"), fresh=True),
+            volcano.call("prioritize", body("prioritize"), fresh=True))
 
 
 @pytest.fixture(scope="module")
 def before(server, volcano):
+    """A session pinned to POLICY with one allocation; then NEWER is added, so the current version
+    is another one than the session's."""
     volcano.call("onSessionOpen", body("onSessionOpen"))
     assert volcano.call("allocateFunc", body("allocateFunc")) == {"errorMessage": ""}
-    return worker_pids(volcano), session_state(volcano)
+    pinned = volcano.get("/status")[1]["session"]["policy_version"]
+    write_policies(server.policies, {**POLICY, **NEWER})
+    deadline = time.monotonic() + 20
+    versions = set(worker_versions(volcano).values())
+    while not (len(versions) == 1 and pinned not in versions) and time.monotonic() < deadline:
+        time.sleep(0.1)  # both workers on the new version
+        versions = set(worker_versions(volcano).values())
+    assert len(versions) == 1 and pinned not in versions, (pinned, versions)
+    state = session_state(server, volcano)
+    scores = set(state[4]["nodeScore"].values())
+    assert state[0]["policy_version"] == pinned and state[2] is not None and len(state[2][4]) == 1
+    assert state[3]["status"].endswith("cycle full"), state  # one task allocated
+    assert all(score % 10 == 0 and score >= 1300 for score in scores), scores  # 1000 x 1 + 100 x 3, no "newer"
+    return worker_pids(volcano), state
+
+
+def verb_of(data: bytes) -> str:
+    return data.split(b" ", 2)[1].decode().lstrip("/")
 
 
 @pytest.mark.parametrize("case,data,status", MATRIX, ids=[m[0] for m in MATRIX])
-def test_bad_request_gets_its_status_and_a_json_error(server, before, case, data, status):
+def test_bad_request_gets_its_status_and_a_json_error(server, volcano, before, case, data, status):
     got, answer = raw_http(server.port, data)
     assert got == status, (case, answer[:300])
-    assert isinstance(json.loads(answer)["error"], str)
+    error = json.loads(answer)["error"]
+    assert isinstance(error, str)
+    if status == 400:  # the body's fault: the verb, where in the body, and what was expected
+        assert error.startswith(f"{verb_of(data)}: $"), error
+        if case in ERRORS:
+            assert error.startswith(f"{verb_of(data)}: {ERRORS[case]}"), error
+    assert session_state(server, volcano) == before[1], case
 
 
 def test_a_malformed_content_length_is_refused_by_gunicorn_before_the_app(server, before):
@@ -201,6 +339,6 @@ def test_the_workers_survived_with_the_session_unchanged(server, before, volcano
     pids, state = before
     assert volcano.get("/healthz")[0] == 200
     assert worker_pids(volcano) == pids
-    assert session_state(volcano) == state
-    assert state[2]["status"].endswith("cycle full"), state  # the allocation is still counted
+    assert session_state(server, volcano) == state
+    assert state[3]["status"].endswith("cycle full"), state  # the allocation is still counted
     assert not CRASH.findall(server.log()), server.log()[-3000:]

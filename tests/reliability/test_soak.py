@@ -4,6 +4,7 @@ SIGKILLed mid-run, under PYTHONFAULTHANDLER=1."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.slow
 def test_short_soak(monkeypatch):
     monkeypatch.setenv("PYTHONFAULTHANDLER", "1")
     figures = Soak(10).run()
+    assert figures["client failures"] == 0, json.dumps(figures, indent=1)  # no thread died, no non-200
     assert figures["wrong decisions"] == 0, figures["wrong examples"]
     assert figures["errors"] == figures["errors near the kill"], figures  # only the killed worker's requests
     assert figures["requests"]["allocateFunc"] >= 4 and figures["requests"]["workers killed"] == 1

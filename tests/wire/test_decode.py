@@ -30,8 +30,21 @@ def test_every_sample_decodes_with_identity(verb, reads):
     assert views and all(v.name for v in views)
 
 
-def test_session_close_reads_nothing():
-    assert decode_session_close(b"not even json") is None
+def test_session_close_accepts_any_object():
+    assert decode_session_close(b"{}") is None
+    assert decode_session_close(b'{"SomeFutureField": [1, {"a": null}]}') is None
+
+
+@pytest.mark.parametrize("body,message", [
+    (b"not even json", "$: malformed JSON"), (b"", "$: empty body: expected a JSON object"),
+    (b"[]", "$: expected object, got array"), (b"7", "$: expected object, got integer"),
+    (b"null", "$: expected object, got null"), (b'"{}"', "$: expected object, got string"),
+    (b"{", "$: malformed JSON"),
+])
+def test_session_close_refuses_what_is_not_an_object(body, message):
+    with pytest.raises(WireError) as error:
+        decode_session_close(body)
+    assert str(error.value).startswith(message)
 
 
 def test_predicate_node_units_are_whole(full):
@@ -117,7 +130,8 @@ def test_prioritize_nodes(full):
 
 # ------------------------------------------------------------------ nulls and missing data
 
-NULL_TASK = {"UID": "t1", "Job": None, "Name": None, "Namespace": None, "NodeName": None,
+#: Job and NodeName are Go strings (never null on the wire, and required); the rest may be null.
+NULL_TASK = {"UID": "t1", "Job": "", "Name": None, "Namespace": None, "NodeName": "",
              "Resreq": None, "InitResreq": None, "Pod": None, "Status": None, "Priority": None,
              "Preemptable": None, "BestEffort": None, "TaskRole": None}
 NULL_NODE = {"Name": "n1", "Node": {"metadata": None, "spec": {"taints": None}, "status": None},
@@ -136,39 +150,47 @@ def test_nulls_everywhere_read_as_empty(full):
 
 
 def test_missing_fields_read_as_empty(full):
-    request = decode_predicate(b'{"task": {"UID": "t"}, "node": {"Name": "n", "NewField": [1]}}', full)
+    request = decode_predicate(b'{"task": {"UID": "t", "Job": "", "NodeName": ""}, '
+                               b'"node": {"Name": "n", "NewField": [1]}}', full)
     assert request.task.requests.gpu == 0 and request.node.labels == {}
     assert request.node.allocatable.pods == 0 and request.node.name == "n"
 
 
 def test_prioritize_null_nodes_is_no_nodes(full):
-    assert decode_prioritize(b'{"task": {"UID": "t"}, "nodes": null}', full).nodes == []
+    assert decode_prioritize(b'{"task": {"UID": "t", "Job": "", "NodeName": ""}, "nodes": null}', full).nodes == []
 
 
 def test_victims_null_evictees_is_none(full):
-    request = decode_victims(b'{"evictor": {"UID": "t"}, "evictees": null}', full)
+    request = decode_victims(b'{"evictor": {"UID": "t", "Job": "", "NodeName": ""}, "evictees": null}', full)
     assert request.evictees == [] and request.raw_evictees == []
 
 
 def test_map_or_list_collections_both_decode(full):
-    as_list = decode_job(b'{"job": {"UID": "j", "Tasks": [{"UID": "a", "Status": 32}]}}', full).job
+    as_list = decode_job(b'{"job": {"UID": "j", "Queue": "q", "MinAvailable": 1, '
+                         b'"Tasks": [{"UID": "a", "Status": 32}]}}', full).job
     assert [t.status for t in as_list.tasks] == ["Running"] and as_list.ready_tasks == 1
 
 
 # ------------------------------------------------------------------ errors with paths
 
+T = b'"UID": "t", "Job": "", "NodeName": ""'  # a task's required fields
+N = b'"Name": "n"'                             # a node's
+
+
 @pytest.mark.parametrize("body,message", [
-    (b'{"task": {"Resreq": {"MilliCPU": "2"}}, "node": {}}',
+    (b'{"task": {"Resreq": {"MilliCPU": "2"}, ' + T + b'}, "node": {' + N + b'}}',
      "$.task.Resreq.MilliCPU: expected number, got string"),
-    (b'{"task": {"Status": "Running"}, "node": {}}', "$.task.Status: expected integer, got string"),
-    (b'{"task": {}, "node": {"Node": {"metadata": {"labels": {"a": 1}}}}}',
+    (b'{"task": {"Status": "Running", ' + T + b'}, "node": {' + N + b'}}',
+     "$.task.Status: expected integer, got string"),
+    (b'{"task": {' + T + b'}, "node": {"Node": {"metadata": {"labels": {"a": 1}}}, ' + N + b'}}',
      "$.node.Node.metadata.labels[...]: expected string, got integer"),
-    (b'{"task": {}, "node": {"State": {"Phase": true}}}', "$.node.State.Phase: expected integer, got bool"),
-    (b'{"task": {}, "node": []}', "$.node: expected object, got array"),
+    (b'{"task": {' + T + b'}, "node": {"State": {"Phase": true}, ' + N + b'}}',
+     "$.node.State.Phase: expected integer, got bool"),
+    (b'{"task": {' + T + b'}, "node": []}', "$.node: expected object, got array"),
     (b'[]', "$: expected object, got array"),
-    (b'{"task": {}}', "$.node: missing"),
-    (b'{"task": {}, "node": {}', "$: malformed JSON"),
-    (b'', "$: malformed JSON"),
+    (b'{"task": {' + T + b'}}', "$.node: missing"),
+    (b'{"task": {' + T + b'}, "node": {' + N, "$: malformed JSON"),
+    (b'', "$: empty body: expected a JSON object"),
 ])
 def test_wrong_types_raise_wire_error_with_path(body, message, full):
     with pytest.raises(WireError) as error:
@@ -177,7 +199,8 @@ def test_wrong_types_raise_wire_error_with_path(body, message, full):
 
 
 def test_evictee_error_path_names_the_evictee(full):
-    body = b'{"evictor": {}, "evictees": [{"UID": "a"}, {"Priority": "high"}]}'
+    body = (b'{"evictor": {' + T + b'}, "evictees": [{"UID": "a", "Job": "", "NodeName": ""}, '
+            b'{"Priority": "high", ' + T + b'}]}')
     with pytest.raises(WireError, match=r"^\$\.evictees\[1\]\.Priority: expected integer, got string"):
         decode_victims(body, full)
 
@@ -189,7 +212,7 @@ def test_bad_quantity_string_is_a_wire_error(full):
 
 
 def test_wrong_type_in_an_unread_field_is_ignored():
-    body = b'{"task": {"UID": "t", "Priority": "high"}, "node": {"Name": "n", "Idle": "x"}}'
+    body = b'{"task": {"Priority": "high", ' + T + b'}, "node": {"Idle": "x", ' + N + b'}}'
     assert decode_predicate(body, {}).node.name == "n"
 
 
@@ -221,3 +244,85 @@ def test_benchmark_body_has_twenty_pods_and_decodes(full):
     body = synthetic_body(json.loads(sample("predicate")), 20)
     node = decode_predicate(body, full).node
     assert len(node.tasks) == 20 and len({t.uid for t in node.tasks}) == 20
+
+
+# ------------------------------------------------------------------ required fields (structs.REQUIRED)
+
+#: verb -> (where its top-level objects are in the body, as (key, index or None), object type)
+OBJECTS = {
+    "predicate": [("task", None, "task"), ("node", None, "node")],
+    "prioritize": [("task", None, "task"), ("nodes", 0, "node")],
+    "preemptable": [("evictor", None, "task"), ("evictees", 0, "task")],
+    "reclaimable": [("evictor", None, "task"), ("evictees", 0, "task")],
+    "jobEnqueueable": [("job", None, "job")], "jobEnqueued": [("job", None, "job")],
+    "jobReady": [("job", None, "job")], "queueOverused": [("queue", None, "queue")],
+    "allocateFunc": [("task", None, "task")], "deallocateFunc": [("task", None, "task")],
+}
+
+
+def _required_cases():
+    from policy_extender.wire.structs import REQUIRED, NonEmpty
+    for verb, objects in OBJECTS.items():
+        for key, index, root in objects:
+            for field, kind in REQUIRED[root].items():
+                where = f"$.{key}" + (f"[{index}]" if index is not None else "") + f".{field}"
+                yield verb, key, index, field, "missing", where + ": missing: expected"
+                yield verb, key, index, field, None, where + ": expected"
+                yield verb, key, index, field, [], where + ": expected"
+                if kind is NonEmpty:
+                    yield verb, key, index, field, "", where + ": expected a non-empty string"
+
+
+REQUIRED_CASES = list(_required_cases())
+
+
+@pytest.mark.parametrize("verb,key,index,field,value,message", REQUIRED_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[3]}-{c[4]!r}" for c in REQUIRED_CASES])
+def test_a_required_field_missing_null_or_mistyped_is_a_wire_error(verb, key, index, field, value, message, reads):
+    """Whatever the policies read (even nothing: ``reads`` is minimal or full), the fields the
+    service keys on must be there."""
+    body = json.loads(sample(verb))
+    target = body[key] if index is None else body[key][index]
+    if value == "missing":
+        del target[field]
+    else:
+        target[field] = value
+    with pytest.raises(WireError) as error:
+        DECODERS[verb](json.dumps(body).encode(), reads)
+    assert str(error.value).startswith(message), str(error.value)
+
+
+def test_every_required_field_is_in_every_sample():
+    """The samples are Volcano's bodies: each carries each required field, non-null (so the list
+    asks only for what Volcano always sends)."""
+    from policy_extender.wire.structs import REQUIRED
+    assert len(REQUIRED_CASES) > 60
+    for verb, objects in OBJECTS.items():
+        body = json.loads(sample(verb))
+        for key, index, root in objects:
+            target = body[key] if index is None else body[key][index]
+            assert all(target.get(field) is not None for field in REQUIRED[root]), (verb, key)
+    opened = json.loads(sample("onSessionOpen"))
+    for job in opened["Jobs"].values():
+        assert all(job.get(field) is not None for field in REQUIRED["job"])
+    for queue in opened["Queues"].values():
+        assert all(queue.get(field) is not None for field in REQUIRED["queue"])
+
+
+def test_required_fields_are_decoded_even_when_no_policy_reads_them():
+    job = decode_job(sample("jobEnqueueable"), {}).job
+    assert job.min_available == json.loads(sample("jobEnqueueable"))["job"]["MinAvailable"]
+    assert decode_task_event(sample("allocateFunc"), {}).task.uid
+
+
+def test_tasks_inside_a_node_or_a_job_are_not_held_to_the_required_fields(full):
+    """Only the top-level objects are checked: the pods on a node are read leniently."""
+    body = json.loads(sample("predicate"))
+    for task in body["node"]["Tasks"].values():
+        del task["UID"], task["Job"]
+        task["NodeName"] = None
+    assert len(decode_predicate(json.dumps(body).encode(), full).node.tasks) == len(body["node"]["Tasks"])
+    job = json.loads(sample("jobReady"))
+    for task in job["job"]["Tasks"].values():
+        del task["UID"]
+    assert decode_job(json.dumps(job).encode(), full).job.tasks

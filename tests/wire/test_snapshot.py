@@ -2,8 +2,11 @@
 
 import json
 
+import pytest
+
 from policy_extender.wire import snapshot
 from policy_extender.wire.decode import decode_allocation, decode_task_event
+from policy_extender.wire.errors import WireError
 from policy_extender.wire.session import SnapshotEnv
 
 from .conftest import sample
@@ -42,10 +45,11 @@ def test_snapshot_loaded_equals_decoded_directly(full):
         assert [t.requests for t in job.tasks] == [t.requests for t in other.tasks]
 
 
-def test_snapshot_pruned_to_minimal_reads_keeps_identity_only():
+def test_snapshot_pruned_to_minimal_reads_keeps_identity_and_required_fields_only():
     loaded = snapshot.load_snapshot(snapshot.from_open_body(sample("onSessionOpen"), {}))
     job = loaded.job(JOB_002)
-    assert job.queue_name == "restricted" and job.min_available == 0 and job.tasks == []
+    assert job.queue_name == "restricted" and job.tasks == []
+    assert job.min_available == 3  # required (structs.REQUIRED), so always kept
 
 
 def test_task_job_and_queue_resolve_through_the_env(full):
@@ -77,6 +81,34 @@ def test_decode_allocation_finds_the_queue_in_the_snapshot(full):
     assert view.queues["restricted"].memory == 8 * 2**30 and view.jobs[JOB_002].tasks == 1
 
 
-def test_null_jobs_and_queues_make_an_empty_snapshot(full):
-    loaded = snapshot.load_snapshot(snapshot.from_open_body(b'{"Jobs": null, "Queues": null, "Nodes": {}}', full))
+def test_empty_jobs_and_queues_make_an_empty_snapshot(full):
+    loaded = snapshot.load_snapshot(snapshot.from_open_body(b'{"Jobs": {}, "Queues": {}, "Nodes": {}}', full))
     assert loaded.jobs == {} and loaded.queues == {} and loaded.job("x") is None
+
+
+@pytest.mark.parametrize("body,message", [
+    (b'{"Queues": {}, "Nodes": {}}', "$.Jobs: missing: expected an object"),
+    (b'{"Jobs": null, "Queues": {}, "Nodes": {}}', "$.Jobs: expected object, got null"),
+    (b'{"Jobs": {}, "Queues": {}}', "$.Nodes: missing: expected an object"),
+    (b'{"Jobs": {}, "Queues": {}, "Nodes": []}', "$.Nodes: expected object, got array"),
+    (b'{"Jobs": {}, "Queues": {}, "Nodes": {"n1": 5}}', "$.Nodes[...]: expected object, got integer"),
+    (b'{"Jobs": {}, "Nodes": {}}', "$.Queues: missing: expected an object"),
+    (b'{"Jobs": {}, "Queues": "q", "Nodes": {}}', "$.Queues: expected object, got string"),
+    (b'{"Jobs": {"j": {"UID": "j", "Queue": "q"}}, "Queues": {}, "Nodes": {}}',
+     "$.Jobs[...].MinAvailable: missing: expected an integer"),
+    (b'{"Jobs": {"j": {"UID": "", "Queue": "q", "MinAvailable": 1}}, "Queues": {}, "Nodes": {}}',
+     "$.Jobs[...].UID: expected a non-empty string"),
+    (b'{"Jobs": {}, "Queues": {"q": {"UID": "q"}}, "Nodes": {}}', "$.Queues[...].Name: missing"),
+    (b'null', "$: expected object, got null"), (b'', "$: empty body"),
+])
+def test_an_open_without_its_maps_or_their_keys_is_refused(body, message, full):
+    """Jobs, Nodes and Queues are always sent (non-nil maps); without them an open would replace
+    the live session with an empty one."""
+    with pytest.raises(WireError) as error:
+        snapshot.from_open_body(body, full)
+    assert str(error.value).startswith(message)
+
+
+def test_a_node_of_the_open_is_checked_but_never_parsed(full):
+    body = b'{"Jobs": {}, "Queues": {}, "Nodes": {"n1": {"Name": 7, "Tasks": "anything"}, "n2": null}}'
+    assert snapshot.load_snapshot(snapshot.from_open_body(body, full)).jobs == {}
