@@ -40,8 +40,9 @@ from typing import Any
 PREFIX = "policy_extender_"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-#: Seconds. Volcano's documented ``extender.httpTimeout`` is 100ms (its default is 1s).
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0)
+#: Seconds: a predicate takes milliseconds; an onSessionOpen up to seconds on large clusters, to
+#: compare with ``extender.httpTimeout`` (1s shipped and Volcano's default; its docs use 100ms).
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 #: Bytes: a predicate body is ~100-200 KB, a snapshot tens to hundreds of MB.
 BODY_BUCKETS = tuple(float(1024 * 4**n) for n in range(0, 11))  # 1 KiB .. 1 GiB
