@@ -6,7 +6,10 @@ CPU clock, so background load on a shared machine moves every app alike; the med
 reported, with the ratios. This isolates what the app itself costs per call; ``python -m bench``
 measures the same apps under a real gunicorn.
 
-``python -m bench.inprocess [--verb predicate|prioritize] [--calls N] [--rounds R]``
+``--session`` opens a session first (the same cluster's onSessionOpen), so the calls take the
+normal path; without it every call is one that arrives with no session open.
+
+``python -m bench.inprocess [--verb predicate|prioritize] [--calls N] [--rounds R] [--session]``
 """
 
 from __future__ import annotations
@@ -59,12 +62,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verb", choices=("predicate", "prioritize"), default="predicate")
     parser.add_argument("--calls", type=int, default=0, help="calls per round (default 1000 predicate, 20 prioritize)")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--session", action="store_true", help="open a session first (the normal path)")
     args = parser.parse_args(argv)
     bodies = Bodies(Cluster(ClusterSpec(nodes=50, pods_per_node=20)))
     calls = predicate_calls(bodies) if args.verb == "predicate" else [("prioritize", "/prioritize", bodies.prioritize())]
     count = args.calls or (1000 if args.verb == "predicate" else 20)
     with tempfile.TemporaryDirectory() as tmp:
         apps = {"service": service_app(tmp), "handwritten-wsgi": handwritten.wsgi_app, "bare": bare_wsgi.app}
+        if args.session:
+            call(apps["service"], "/onSessionOpen", bodies.snapshot())
         for app in apps.values():
             cpu_per_call(app, calls, min(count, 50))               # warm-up: decoders, policy, caches
         rounds: dict[str, list[float]] = {name: [] for name in apps}
@@ -72,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
             for name, app in apps.items():
                 rounds[name].append(cpu_per_call(app, calls, count))
     medians = {name: statistics.median(values) for name, values in rounds.items()}
-    print(f"{args.verb}, 50 nodes x 20 pods/node, {count} calls x {args.rounds} rounds, CPU per call (median round):")
+    print(f"{args.verb}, 50 nodes x 20 pods/node, {count} calls x {args.rounds} rounds, "
+          f"{'session open' if args.session else 'no session open'}, CPU per call (median round):")
     for name, value in medians.items():
         print(f"  {name:18s} {value * 1e6:9.1f} us")
     service, hand, bare = medians["service"], medians["handwritten-wsgi"], medians["bare"]

@@ -2,10 +2,15 @@
 
 ``Connection`` sends prebuilt request bytes and reads one response (Content-Length framing), the
 way Go's ``net/http`` keeps a connection per concurrent call. ``drive`` keeps ``concurrency``
-connections busy for a while over a list of calls, in ``procs`` forked client processes of
-threads each, and returns per-verb latencies, error counts and the client's own CPU time (so a
-report can show the client is not the bottleneck). ``Pool`` runs calls on a fixed set of
-connections for the step-by-step scheduling cycle.
+callers busy for a while over a list of calls, in ``procs`` forked client processes of threads
+each, and returns per-verb latencies, error counts, the connections it opened and the client's
+own CPU time (so a report can show the client is not the bottleneck). By default each caller
+keeps its own keep-alive connection; with ``max_idle`` the callers share an ``IdlePool`` that,
+like Go's default ``http.Transport`` (``MaxIdleConnsPerHost`` 2, which Volcano's extender client
+uses), keeps at most that many idle connections: a call takes an idle one or dials a new one,
+and after the answer the connection goes back to the pool only if fewer than ``max_idle`` are
+idle, else it is closed. ``Pool`` runs calls on a fixed set of connections for the step-by-step
+scheduling cycle.
 """
 
 from __future__ import annotations
@@ -98,6 +103,42 @@ class Connection:
         self.buffer += self._recv()
 
 
+class IdlePool:
+    """Connections shared by the callers of one process, at most ``max_idle`` kept idle (Go's
+    ``http.Transport.MaxIdleConnsPerHost``; its default, 2, is what Volcano's client gets)."""
+
+    def __init__(self, host: str, port: int, max_idle: int):
+        self.host, self.port, self.max_idle = host, port, max_idle
+        self.idle: list[Connection] = []
+        self.lock = threading.Lock()
+        self.dials = 0
+
+    def request(self, path: str, body: bytes | str) -> tuple[int, bytes]:
+        with self.lock:
+            conn = self.idle.pop() if self.idle else None
+            if conn is None:
+                self.dials += 1
+        conn = conn or Connection(self.host, self.port)
+        try:
+            answer = conn.request(path, body)
+        except Exception:
+            conn.close()
+            raise
+        with self.lock:
+            keep = conn.sock is not None and len(self.idle) < self.max_idle
+            if keep:
+                self.idle.append(conn)
+        if not keep:
+            conn.close()
+        return answer
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for conn in idle:
+            conn.close()
+
+
 # --- results ---------------------------------------------------------------------------------
 
 @dataclass
@@ -106,6 +147,7 @@ class Result:
     errors: dict[str, int] = field(default_factory=dict)
     wall: float = 0.0
     client_cpu: float = 0.0
+    connections: int = 0   # connections the client opened (without reconnects)
 
     def add(self, verb: str, seconds: float, ok: bool) -> None:
         self.latencies.setdefault(verb, []).append(seconds)
@@ -119,6 +161,7 @@ class Result:
             self.errors[verb] = self.errors.get(verb, 0) + count
         self.wall = max(self.wall, other.wall)
         self.client_cpu += other.client_cpu
+        self.connections += other.connections
 
     @property
     def requests(self) -> int:
@@ -145,9 +188,9 @@ def cpu_seconds() -> float:
 # --- a fixed-duration closed loop -----------------------------------------------------------
 
 def _loop(host: str, port: int, calls: Sequence[Call], start: int, deadline: float, max_calls: int | None,
-          result: Result, lock: threading.Lock, expect: dict[str, bytes] | None) -> None:
-    conn, i, done = Connection(host, port), start, 0
-    local = Result()
+          result: Result, lock: threading.Lock, pool: IdlePool | None) -> None:
+    conn, i, done = pool or Connection(host, port), start, 0
+    local = Result(connections=0 if pool else 1)
     while time.perf_counter() < deadline and (max_calls is None or done < max_calls):
         verb, path, body = calls[i % len(calls)]
         t0 = time.perf_counter()
@@ -155,28 +198,88 @@ def _loop(host: str, port: int, calls: Sequence[Call], start: int, deadline: flo
             status, _ = conn.request(path, body)
             ok = status == 200
         except OSError:
-            conn.close()
+            if pool is None:
+                conn.close()
             ok = False
         local.add(verb, time.perf_counter() - t0, ok)
         i, done = i + 1, done + 1
-    conn.close()
+    if pool is None:
+        conn.close()
+    with lock:
+        result.merge(local)
+
+
+class Bursts:
+    """Calls handed out in fan-outs of ``size`` (a task's predicates over ``size`` nodes): a
+    caller that finds the fan-out done waits until every caller has, as Volcano's 16 predicate
+    workers finish one task's nodes before it scores them and moves to the next task."""
+
+    def __init__(self, calls: Sequence[Call], size: int, threads: int, deadline: float, max_calls: int | None):
+        self.calls, self.size, self.deadline, self.max_calls = calls, size, deadline, max_calls
+        self.lock = threading.Lock()
+        self.barrier = threading.Barrier(threads, action=self._next)
+        self.index, self.left, self.stop = 0, size, False
+
+    def take(self) -> Call | None:
+        """The next call of this fan-out, or None when it is done (then: ``barrier.wait()``)."""
+        with self.lock:
+            if self.left == 0:
+                return None
+            self.left -= 1
+            self.index += 1
+            return self.calls[(self.index - 1) % len(self.calls)]
+
+    def _next(self) -> None:
+        self.left = self.size
+        self.stop = time.perf_counter() >= self.deadline or (self.max_calls is not None and self.index >= self.max_calls)
+
+
+def _burst_loop(host: str, port: int, bursts: Bursts, result: Result, lock: threading.Lock, pool: IdlePool | None) -> None:
+    conn = pool or Connection(host, port)
+    local = Result(connections=0 if pool else 1)
+    while True:
+        call = bursts.take()
+        if call is None:
+            bursts.barrier.wait()
+            if bursts.stop:
+                break
+            continue
+        verb, path, body = call
+        t0 = time.perf_counter()
+        try:
+            ok = conn.request(path, body)[0] == 200
+        except OSError:
+            if pool is None:
+                conn.close()
+            ok = False
+        local.add(verb, time.perf_counter() - t0, ok)
+    if pool is None:
+        conn.close()
     with lock:
         result.merge(local)
 
 
 def _threads(host: str, port: int, calls: Sequence[Call], threads: int, offset: int, seconds: float,
-             max_calls: int | None) -> Result:
+             max_calls: int | None, max_idle: int | None = None, burst: int | None = None) -> Result:
     result, lock = Result(), threading.Lock()
+    pool = IdlePool(host, port, max_idle) if max_idle is not None else None
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     deadline = t0 + seconds
     per_thread = None if max_calls is None else -(-max_calls // threads)
-    workers = [threading.Thread(target=_loop, args=(host, port, calls, (offset + k) * 7, deadline, per_thread, result, lock, None))
-               for k in range(threads)]
+    if burst:
+        bursts = Bursts(calls, burst, threads, deadline, max_calls)
+        workers = [threading.Thread(target=_burst_loop, args=(host, port, bursts, result, lock, pool)) for _ in range(threads)]
+    else:
+        workers = [threading.Thread(target=_loop, args=(host, port, calls, (offset + k) * 7, deadline, per_thread, result, lock, pool))
+                   for k in range(threads)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
     result.wall, result.client_cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    if pool is not None:
+        pool.close()
+        result.connections = pool.dials
     return result
 
 
@@ -184,22 +287,26 @@ _FORKED_CALLS: Sequence[Call] = ()
 
 
 def _proc_main(args) -> Result:
-    host, port, threads, offset, seconds, max_calls = args
-    return _threads(host, port, _FORKED_CALLS, threads, offset, seconds, max_calls)
+    host, port, threads, offset, seconds, max_calls, max_idle = args
+    return _threads(host, port, _FORKED_CALLS, threads, offset, seconds, max_calls, max_idle)
 
 
 def drive(host: str, port: int, calls: Sequence[Call], *, concurrency: int = 16, seconds: float = 5.0,
-          procs: int = 1, max_calls: int | None = None) -> Result:
-    """Keeps ``concurrency`` connections busy with ``calls`` (round robin) for ``seconds``."""
-    if procs <= 1:
-        return _threads(host, port, calls, concurrency, 0, seconds, max_calls)
+          procs: int = 1, max_calls: int | None = None, max_idle: int | None = None, burst: int | None = None) -> Result:
+    """Keeps ``concurrency`` callers busy with ``calls`` (round robin) for ``seconds``, each on its
+    own keep-alive connection, or, with ``max_idle``, sharing connections of which at most
+    ``max_idle`` stay idle (split over the ``procs`` client processes, at least 1 each). With
+    ``burst`` the calls come in fan-outs of that many (``Bursts``), in one client process."""
+    if procs <= 1 or burst:
+        return _threads(host, port, calls, concurrency, 0, seconds, max_calls, max_idle, burst)
     global _FORKED_CALLS
     _FORKED_CALLS = calls                          # inherited by the forked clients: no copy over a pipe
     per = [concurrency // procs + (1 if k < concurrency % procs else 0) for k in range(procs)]
     offsets = [sum(per[:k]) for k in range(procs)]
     share = None if max_calls is None else -(-max_calls // procs)
     with multiprocessing.get_context("fork").Pool(procs) as pool:
-        parts = pool.map(_proc_main, [(host, port, per[k], offsets[k], seconds, share) for k in range(procs)])
+        idle = [None if max_idle is None else max(1, max_idle // procs + (1 if k < max_idle % procs else 0)) for k in range(procs)]
+        parts = pool.map(_proc_main, [(host, port, per[k], offsets[k], seconds, share, idle[k]) for k in range(procs)])
     total = Result()
     for part in parts:
         total.merge(part)

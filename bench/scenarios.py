@@ -86,14 +86,16 @@ def start(ctx: Context, kind: str) -> Server | None:
 
 # --- measuring a server under load ------------------------------------------------------------
 
-def load_run(server: Server, calls, ctx: Context, concurrency: int, max_calls: int | None = None) -> dict:
-    """One closed-loop run: ``ctx.seconds`` of load, or ``max_calls`` calls when given.
+def load_run(server: Server, calls, ctx: Context, concurrency: int, max_calls: int | None = None,
+             max_idle: int | None = None, burst: int | None = None) -> dict:
+    """One closed-loop run: ``ctx.seconds`` of load, or ``max_calls`` calls when given; with
+    ``max_idle`` the callers share connections of which at most that many stay idle.
 
     ``other_cpu_pct``: CPU the rest of the machine used meanwhile (other people's processes),
     in % of all cores: figures taken while it is high are noisy."""
     cpu0, busy0 = server.cpu_seconds(), busy_cpu_seconds()
     result = drive(server.host, server.port, calls, concurrency=concurrency, seconds=ctx.seconds if max_calls is None else 3600.0,
-                   procs=ctx.procs if concurrency > 1 else 1, max_calls=max_calls)
+                   procs=ctx.procs if concurrency > 1 else 1, max_calls=max_calls, max_idle=max_idle, burst=burst)
     server_cpu = server.cpu_seconds() - cpu0
     other = busy_cpu_seconds() - busy0 - server_cpu - result.client_cpu
     verb = calls[0][0]
@@ -102,7 +104,8 @@ def load_run(server: Server, calls, ctx: Context, concurrency: int, max_calls: i
     return {"rps": result.rate(), "p50_ms": s["p50"] * 1e3, "p90_ms": s["p90"] * 1e3, "p99_ms": s["p99"] * 1e3,
             "max_ms": s["max"] * 1e3, "errors": sum(result.errors.values()), "n": result.requests,
             "server_cpu_ms": server_cpu / n * 1e3, "client_cpu_ms": result.client_cpu / n * 1e3,
-            "other_cpu_pct": max(other, 0.0) / (result.wall * (os.cpu_count() or 1)) * 100}
+            "other_cpu_pct": max(other, 0.0) / (result.wall * (os.cpu_count() or 1)) * 100,
+            "new_conn_per_call": result.connections / n}
 
 
 def medians(runs: list[dict]) -> dict:
@@ -356,10 +359,51 @@ def policy_eval_scenario(ctx: Context) -> None:
                   "score_us_per_rule_node": prio / len(nodes) / max(scores, 1) * 1e6 if scores else 0.0})
 
 
+#: Volcano's extender client is Go's default transport: MaxIdleConnsPerHost 2
+VOLCANO_IDLE_CONNECTIONS = 2
+
+
+def connection_pattern_scenario(pods: int) -> Callable[[Context], None]:
+    """Predicates the way Volcano fans them out, two ways, same servers, runs interleaved: 16
+    parallel callers take one task's predicates over the 50 nodes, wait until all are answered,
+    then the next task's (``load.Bursts``); each caller on its own keep-alive connection, or with
+    Volcano's client's pool (at most 2 idle connections kept, so at the start of each fan-out
+    most of the 16 callers dial a new connection, and at its end all but 2 are closed)."""
+    def run(ctx: Context) -> None:
+        bodies = Bodies(Cluster(ctx.spec(50, pods)))
+        calls = predicate_calls(bodies)
+        nodes = bodies.cluster.spec.nodes
+        modes = {"keep-alive": None, f"{VOLCANO_IDLE_CONNECTIONS}-idle": VOLCANO_IDLE_CONNECTIONS}
+        print(f"predicate, {nodes} nodes x {pods} pods/node: {len(calls)} bodies; 16 parallel callers in one client "
+              f"process answer one task's {nodes} predicates, wait for all of them, then take the next task's; "
+              f"'keep-alive': a connection per caller; '{VOLCANO_IDLE_CONNECTIONS}-idle': the callers share connections "
+              f"and at most {VOLCANO_IDLE_CONNECTIONS} stay idle (Go's MaxIdleConnsPerHost default, Volcano's client): "
+              f"a call with no idle connection dials one, a connection that finds {VOLCANO_IDLE_CONNECTIONS} idle after "
+              "its answer is closed", flush=True)
+        scenario = f"predicate-{pods}-connections"
+        servers = {kind: s for kind in servers_for(ctx, ("bare", "handwritten-wsgi", "service")) if (s := start(ctx, kind)) is not None}
+        runs: dict[tuple, list[dict]] = {(kind, mode): [] for kind in servers for mode in modes}
+        try:
+            for kind, server in servers.items():
+                for idle in modes.values():
+                    load_run(server, calls, ctx, 16, max_idle=idle, burst=nodes)   # warm-up
+            for _ in range(ctx.runs):
+                for kind, server in servers.items():
+                    for mode, idle in modes.items():
+                        runs[(kind, mode)].append(load_run(server, calls, ctx, 16, max_idle=idle, burst=nodes))
+        finally:
+            for server in servers.values():
+                server.stop()
+        for (kind, mode), rows in runs.items():
+            ctx.emit({"scenario": scenario, "server": kind, "connections": mode, **medians(rows)})
+    return run
+
+
 SCENARIOS: dict[str, Callable[[Context], None]] = {
     "decode": decode_scenario,
     "predicate-20": predicate_scenario(20),
     "predicate-50": predicate_scenario(50),
+    "predicate-20-connections": connection_pattern_scenario(20),
     "prioritize-50": prioritize_scenario(50, 20, 20),
     "prioritize-500": prioritize_scenario(500, 30, 3),
     "open-50x20": open_scenario(50, 20, 5),

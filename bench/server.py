@@ -51,12 +51,12 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
-def command(kind: str, port: int, workers: int, threads: int) -> list[str]:
+def command(kind: str, port: int, workers: int, threads: int, extra: tuple[str, ...] = ()) -> list[str]:
     bind = f"127.0.0.1:{port}"
     if kind == "service":
         return [sys.executable, "-m", "policy_extender", "serve", "--bind", bind, "--workers", str(workers), "--threads", str(threads),
                 "--policy-dirs", str(POLICY_DIR), "--reload-interval", "0", "--log-level", "warning",
-                "--body-limits", SERVICE_BODY_LIMITS]
+                "--body-limits", SERVICE_BODY_LIMITS, *extra]
     return [sys.executable, "-m", "bench.server", APPS[kind], "--bind", bind, "--workers", str(workers), "--threads", str(threads)]
 
 
@@ -73,8 +73,9 @@ def stop_all() -> None:
 class Server:
     """A running server: ``with Server("bare") as s: drive(s.host, s.port, ...)``."""
 
-    def __init__(self, kind: str, workers: int = 2, threads: int = 4):
-        self.kind, self.workers, self.threads = kind, workers, threads
+    def __init__(self, kind: str, workers: int = 2, threads: int = 4, extra: tuple[str, ...] = ()):
+        """``extra``: more ``serve`` flags (the service only), e.g. its own ``--session-store``."""
+        self.kind, self.workers, self.threads, self.extra = kind, workers, threads, extra
         self.host, self.port = "127.0.0.1", free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -84,7 +85,7 @@ class Server:
     def start(self) -> "Server":
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(command(self.kind, self.port, self.workers, self.threads), cwd=ROOT, env=env,
+        self.proc = subprocess.Popen(command(self.kind, self.port, self.workers, self.threads, self.extra), cwd=ROOT, env=env,
                                      stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True)
         _RUNNING.add(self)
         self._wait_ready()

@@ -75,6 +75,17 @@ def parse_positive(value: Any) -> float:
     return number
 
 
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
 def parse_size(value: Any) -> int:
     """``16MiB``, ``512 MiB``, ``1GB``, ``1048576`` -> bytes."""
     match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(value))
@@ -201,6 +212,19 @@ class Config:
                                   "the call (5xx: `ignorable` decides) instead of holding a worker "
                                   "thread. Opening and closing a session, which write or delete the "
                                   "snapshot, wait up to max(1 s, 4 x this).", parse_positive)
+    require_session: bool = option(False, "Answer 500 (`{\"error\": ...}`) instead of deciding when a "
+                                   "call's rules read session data (`task.job`, the snapshot's `job` or "
+                                   "`queue`, `session.*` except `session.open`) and no session is open "
+                                   "or the task's job is not in its snapshot, so that Volcano's "
+                                   "`extender.ignorable` decides; pair it with `ignorable: false` for "
+                                   "policies that must not decide without the snapshot. Off: such rules "
+                                   "see null and zeros (counted and logged either way; "
+                                   "docs/operations.md, \"Calls without a session\").", parse_bool)
+    volcano_timeout: float = option(1.0, "Set it to the scheduler's `extender.httpTimeout`, in seconds "
+                                    "(Volcano's default is 1). An onSessionOpen that takes longer to "
+                                    "receive and store is logged at WARNING and counted "
+                                    "(`policy_extender_session_open_late_total`): Volcano gave up on "
+                                    "it (0: never warn).", parse_float)
     body_limit: int = option(16 * MIB, "Largest request body for any verb without its own limit "
                              "(bytes, or 16MiB, 1GB ...). A larger body is answered 413.", parse_size)
     body_limits: dict[str, int] = option(lambda: dict(DEFAULT_BODY_LIMITS), "Per-verb body limits: "
@@ -353,6 +377,8 @@ def _shown_default(opt: dataclasses.Field) -> str:
         return "(none)"
     if opt.metadata["parse"] is parse_size:
         return f"`{value // MIB}MiB`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
     return f"`{value}`"
 
 

@@ -1,7 +1,8 @@
 """Prometheus metrics for ``/metrics``, correct under gunicorn's several worker processes.
 
 The service calls plain functions: :func:`observe_request`, :func:`count_decision`,
-:func:`set_policy_status`, :func:`count_session`, and :func:`render` for the ``/metrics`` route.
+:func:`set_policy_status`, :func:`count_session`, :func:`note_session_gap`, :func:`count_late_open`,
+and :func:`render` for the ``/metrics`` route.
 The gunicorn configuration calls :func:`on_starting` and :func:`child_exit`.
 
 Multiprocess mode. ``prometheus_client`` picks how it stores values (in memory, or in one mmap
@@ -39,8 +40,9 @@ from typing import Any
 PREFIX = "policy_extender_"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-#: Seconds. Volcano's documented ``extender.httpTimeout`` is 100ms (its default is 1s).
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0)
+#: Seconds: a predicate takes milliseconds; an onSessionOpen up to seconds on large clusters, to
+#: compare with ``extender.httpTimeout`` (1s shipped and Volcano's default; its docs use 100ms).
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 #: Bytes: a predicate body is ~100-200 KB, a snapshot tens to hundreds of MB.
 BODY_BUCKETS = tuple(float(1024 * 4**n) for n in range(0, 11))  # 1 KiB .. 1 GiB
@@ -65,6 +67,9 @@ class Metrics:
     reload_success_time: Any
     policy_errors: Any
     policy_info: Any
+    calls_without_session: Any
+    calls_job_not_in_session: Any
+    session_open_late: Any
     active_version: str | None = None
     children: dict = field(default_factory=dict)
 
@@ -101,6 +106,15 @@ def build() -> Metrics:
         policy_info=Gauge(PREFIX + "policy_info",
                           "1 for the policy version a live worker serves; two 1s mean workers disagree.",
                           ("version",), registry=registry, multiprocess_mode="livemax"),
+        calls_without_session=Counter(PREFIX + "calls_without_session",
+                                      "Calls answered while no session was open (rules saw no snapshot).",
+                                      verb, registry=registry),
+        calls_job_not_in_session=Counter(PREFIX + "calls_job_not_in_session",
+                                         "Task calls whose job is not in the open session's snapshot.",
+                                         verb, registry=registry),
+        session_open_late=Counter(PREFIX + "session_open_late",
+                                  "onSessionOpens that took longer than volcano_timeout: Volcano gave up on them.",
+                                  registry=registry),
     )
 
 
@@ -185,13 +199,14 @@ class _Pending:
         self.lock = threading.Lock()
         self.requests: dict[tuple[str, int], list] = {}
         self.decisions: dict[tuple[str, str, str], int] = {}
+        self.gaps: dict[tuple[str, str], int] = {}
         self.flusher_pid: int | None = None
 
-    def take(self) -> tuple[dict, dict]:
+    def take(self) -> tuple[dict, dict, dict]:
         with self.lock:
-            requests, decisions = self.requests, self.decisions
-            self.requests, self.decisions = {}, {}
-        return requests, decisions
+            requests, decisions, gaps = self.requests, self.decisions, self.gaps
+            self.requests, self.decisions, self.gaps = {}, {}, {}
+        return requests, decisions, gaps
 
 
 _pending = _Pending()
@@ -224,9 +239,40 @@ def _new_tally() -> list:
     return [0, 0.0, [0] * len(_LATENCY_BOUNDS), 0.0, [0] * len(_BODY_BOUNDS)]
 
 
+#: gap kind (web.session_gaps) -> the counter it adds to
+_GAP_COUNTERS = {"no_session": "calls_without_session", "job_not_in_snapshot": "calls_job_not_in_session"}
+
+
+def note_session_gap(gap: str, verb: str) -> None:
+    """A call without a session (``no_session``) or whose job is not in the snapshot
+    (``job_not_in_snapshot``), batched like :func:`note_request`."""
+    if gap not in _GAP_COUNTERS:
+        raise ValueError(f"session gap {gap!r} is not one of {', '.join(_GAP_COUNTERS)}")
+    pending = _pending
+    if pending.flusher_pid != os.getpid():
+        _start_flusher()
+    with pending.lock:
+        pending.gaps[(gap, verb)] = pending.gaps.get((gap, verb), 0) + 1
+
+
+_flush_hooks: list = []
+
+
+def on_flush(hook) -> None:
+    """Call ``hook()`` after every flush of this process's tallies (in the flusher thread too)."""
+    _flush_hooks.append(hook)
+
+
 def flush() -> None:
     """Write this process's pending tallies into the prometheus values now."""
-    requests, decisions = _pending.take()
+    requests, decisions, gaps = _pending.take()
+    for (gap, verb), count in gaps.items():
+        _child(getattr(metrics(), _GAP_COUNTERS[gap]), verb).inc(count)
+    for hook in list(_flush_hooks):
+        try:
+            hook()
+        except Exception:  # a status file that cannot be written must not stop the metrics
+            pass
     for (verb, status_code), (calls, seconds, latency, size, sizes) in requests.items():
         seconds_child, bytes_child, count_child = \
             metrics().children.get((verb, status_code)) or _request_children(verb, status_code)
@@ -278,6 +324,11 @@ def count_session(event: str) -> None:
     _child(metrics().sessions, event).inc()
 
 
+def count_late_open() -> None:
+    """An onSessionOpen that took longer than Volcano's timeout (``volcano_timeout``)."""
+    metrics().session_open_late.inc()
+
+
 def set_policy_status(version: str | None, loaded_at: float, ok: bool, error_count: int) -> None:
     """After each policy load: the version now served, when, whether the load succeeded.
 
@@ -324,14 +375,15 @@ def render() -> tuple[bytes, str]:
 def prepare_directory(directory: str | None = None) -> str:
     """Make ``PROMETHEUS_MULTIPROC_DIR`` an empty directory and export it; returns its path.
 
-    Files left by a previous run would be summed into this one, so its ``*.db`` files (and only
-    those: the variable might name a shared directory) are removed.
+    Files left by a previous run would be summed into this one, so its ``*.db`` files and the
+    workers' ``session-gaps-*.json`` (and only those: the variable might name a shared directory)
+    are removed.
     """
     directory = directory or os.environ.get(MULTIPROC_ENV) or os.path.join(
         tempfile.gettempdir(), "policy-extender-metrics")
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for name in os.listdir(directory):
-        if name.endswith(".db"):
+        if name.endswith(".db") or (name.startswith("session-gaps-") and name.endswith(".json")):
             os.remove(os.path.join(directory, name))
     os.environ[MULTIPROC_ENV] = directory
     return directory

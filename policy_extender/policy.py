@@ -18,6 +18,11 @@ from policy_extender.lang.parser import parse_file
 
 VICTIM_KINDS = {"preemptable": ("victim", "preemptable"), "reclaimable": ("victim", "reclaimable")}
 
+#: The verb each rule kind decides.
+VERBS_OF_KIND = {"filter": ("predicate",), "score": ("prioritize",), "victim": ("preemptable", "reclaimable"),
+                 "preemptable": ("preemptable",), "reclaimable": ("reclaimable",), "enqueue": ("jobEnqueueable",),
+                 "overused": ("queueOverused",), "ready": ("jobReady",)}
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -121,6 +126,8 @@ class PolicySet:
         self.sources = dict(sources)
         self.version = _version(self.sources)
         self.reads = checked.reads
+        #: verb kinds whose rules read session data (snapshot jobs and queues, session counts)
+        self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_KIND[kind])
         self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column) for r in rules]
         self.kinds = frozenset(r.kind for r in rules)
         self._slots = len(checked.slots)

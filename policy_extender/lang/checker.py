@@ -31,6 +31,10 @@ MODIFIER_KINDS = {
     "if none": frozenset({"victim", "preemptable", "reclaimable"}),
 }
 _STRING_MAPS = ("labels", "annotations", "node_selector", "conditions")
+#: Roots whose object comes from the session snapshot, not from the request body, by rule kind
+#: (a filter's ``job`` is its task's job looked up in the snapshot; an enqueue's is the body's).
+_SNAPSHOT_ROOTS = {"filter": ("job", "queue"), "score": ("job", "queue"), "enqueue": ("queue",),
+                   "ready": ("queue",)}
 
 
 class Typed(NamedTuple):
@@ -62,6 +66,9 @@ class Checked:
     prepared: dict[int, object]  # id(literal argument) -> prepared value (compiled regex)
     reads: dict[str, frozenset]
     sources: dict[str, str]
+    #: rule kinds with a rule that reads the session: ``session.*`` (but ``session.open``), or a
+    #: job or queue the snapshot supplies (``task.job``, ``job.queue``, filter/score ``job``...)
+    session_kinds: frozenset = frozenset()
 
 
 @dataclass
@@ -92,13 +99,15 @@ class Checker:
         self.reads: dict[str, set] = {r: set(schema.ALWAYS_READ.get(r, ())) for r in WIRE_ROOTS}
         self.rule_names: dict[str, Span] = {}
         self.let_types: dict[tuple, Typed] = {}
+        self.session_kinds: set[str] = set()
 
     def run(self) -> Checked:
         rules = [r for f in self.files for r in self.check_file(f)]
         if self.diagnostics:
             raise PolicyError(list(self.diagnostics.values()), self.sources)
         reads = {k: frozenset(v) for k, v in self.reads.items()}
-        return Checked(rules, self.types, self.names, self.slots, self.prepared, reads, self.sources)
+        return Checked(rules, self.types, self.names, self.slots, self.prepared, reads, self.sources,
+                       frozenset(self.session_kinds))
 
     def error(self, code: str, message: str, span: Span, hint: str | None = None) -> Typed:
         self.diagnostics.setdefault((code, span, message), Diagnostic(code, message, span, hint))
@@ -253,6 +262,8 @@ class Checker:
         roots = schema.DECISION_ROOTS[scope.kind] if scope.kind else ALL_ROOTS
         if name in roots:
             self.names[id(node)] = ("root", name)
+            if scope.kind and name in _SNAPSHOT_ROOTS.get(scope.kind, ()):
+                self.session_kinds.add(scope.kind)
             origin = (roots[name], ()) if roots[name] in WIRE_ROOTS else None
             return Typed(roots[name], origin)
         if name in ALL_ROOTS:
@@ -288,17 +299,19 @@ class Checker:
         if types.is_map(t):
             return Typed(types.element(t))
         if t in schema.TYPES:
-            return self.object_field(node, obj)
+            return self.object_field(node, obj, scope)
         if types.loose(t):
             return Typed("any")
         return self.error("E301", f"{types.describe(t)} has no fields (reading '.{node.name}')", node.name_span)
 
-    def object_field(self, node: ast.Field, obj: Typed) -> Typed:
+    def object_field(self, node: ast.Field, obj: Typed, scope: Scope) -> Typed:
         f = schema.field(obj.type, node.name)
         if f is None:
             hint = _resource_hint(node.name) if obj.type in ("resources", "counts") else None
             return self.error("E201", f"unknown field '{node.name}' on {obj.type}"
                               f"{_did_you_mean(node.name, schema.TYPES[obj.type])}", node.name_span, hint)
+        if f.session and scope.kind and not (obj.type == "session" and f.name == "open"):
+            self.session_kinds.add(scope.kind)
         origin = None
         if obj.origin is not None:
             root, prefix = obj.origin

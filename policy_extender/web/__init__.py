@@ -25,14 +25,17 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
     from policy_extender.logs import RequestIdMiddleware
     from policy_extender.web.dispatch import VerbDispatch
     from policy_extender.web.ops import ops
+    from policy_extender.web.session_gaps import SessionGaps, late_open_watch
 
     app = Flask("policy_extender")
     svc = Service(config or Config(), sessions=sessions)
+    svc.session_gaps = SessionGaps()
     app.extensions["policy_extender"] = svc
     app.register_blueprint(ops)
     app.register_error_handler(HTTPException, _http_error)
     svc.on_request_finished(_observe)
     svc.on_request_finished(_log_line)
+    svc.on_request_finished(late_open_watch(svc.config))
     app.wsgi_app = RequestIdMiddleware(VerbDispatch(svc, app.wsgi_app))
     if start:
         svc.start()
@@ -56,7 +59,9 @@ def _observe(record: RequestRecord) -> None:
 
 def _log_line(record: RequestRecord) -> None:
     """One line per verb call: DEBUG for answers, WARNING for refusals, ERROR for failures."""
-    if record.status >= 500:
+    if record.decision == "no_session":  # require_session refused it: one WARNING per cycle (session_gaps)
+        log.debug("%s %d %.1fms %s", record.verb, record.status, record.seconds * 1000, record.error)
+    elif record.status >= 500:
         logs.log_error(f"{record.verb} answered {record.status}: {record.error}", verb=record.verb,
                        status=record.status, body_bytes=record.body_bytes)
     elif record.status != 200:

@@ -32,12 +32,14 @@ def readyz():
 
 @ops.get("/status")
 def status():
-    """Policy version, when loaded, files, last reload errors, and the session head."""
+    """Policy version, when loaded, files, last reload errors, the session head, and the calls of
+    the two most recent cycles that came without a session or with a job the snapshot lacks."""
     svc = service()
     policy = svc.policy_status.as_dict()
+    gaps = svc.session_gaps.status() if svc.session_gaps is not None else None
     return jsonify(policy=policy, policy_version=policy["version"], loaded_at=policy["loaded_at"],
                    files=policy["files"], session=_session(svc), pid=os.getpid(),
-                   verbs={path: kind for path, kind in svc.routes.items()})
+                   verbs={path: kind for path, kind in svc.routes.items()}, session_gaps=gaps)
 
 
 def _session(svc: Service) -> dict | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import orjson
+
 from policy_extender.session.store import SessionLost
 from policy_extender.wire import WireError
 from policy_extender.wire import decode as wire_decode
@@ -19,6 +21,8 @@ from policy_extender.web.http import HttpError, Reply, check_content_type, read_
 from policy_extender.web.service import Service
 
 EMPTY_OBJECT = b"{}"
+#: the ``decision`` of a call refused by ``require_session`` (its log line is DEBUG, not ERROR)
+NO_SESSION_DECISION = "no_session"
 
 
 def read_request(service: Service, kind: str, environ: dict) -> bytes:
@@ -35,15 +39,54 @@ def answer(service: Service, kind: str, body: bytes) -> Reply:
         raise HttpError(400, f"{kind}: {exc}") from None
     except SessionLost as exc:  # logged by the session cache, once per occurrence
         raise HttpError(503, f"{kind}: {exc}") from None
+    except SessionRequired as exc:  # logged once per cycle by session_gaps, not once per call
+        return Reply(orjson.dumps({"error": exc.message}), 500, NO_SESSION_DECISION)
 
 
-def policy_and_env(service: Service) -> tuple[Any, Any]:
-    """The policy set and Env of this call: one head() read, one policy version per cycle."""
+def policy_and_env(service: Service, kind: str) -> tuple[Any, Any]:
+    """The policy set and Env of this call: one head() read, one policy version per cycle.
+
+    A call with no session open is counted and logged (web/session_gaps.py); with
+    ``require_session`` it is answered 500 when the set's ``kind`` rules read session data."""
     env = service.session_cache.env()
     head = getattr(env, "head", None)
+    gaps = service.session_gaps
     if head is None:
-        return current_policy(service), env
+        policy_set = current_policy(service)
+        if gaps is not None:
+            gaps.no_session(kind)
+        if service.config.require_session and kind in policy_set.session_verbs:
+            raise SessionRequired(kind, "no scheduling session is open (onSessionOpen did not "
+                                  "arrive, failed or timed out; see docs/operations.md, \"Calls "
+                                  "without a session\")")
+        return policy_set, env
+    if gaps is not None and gaps.last_session_id != head.session_id:
+        gaps.saw_session(head.session_id)
     return service.policies.pinned(head.policy_version, service.sessions.policy_sources), env
+
+
+def check_job_in_snapshot(service: Service, kind: str, policy_set: Any, env: Any, task: Any) -> None:
+    """Count (and with ``require_session`` refuse) a task whose job the open snapshot lacks."""
+    head = getattr(env, "head", None)
+    if head is None:
+        return
+    job_uid = task.job_id
+    if env.job(job_uid) is not None:
+        return
+    if service.session_gaps is not None:
+        service.session_gaps.job_not_in_snapshot(kind, head.session_id, job_uid)
+    if service.config.require_session and kind in policy_set.session_verbs:
+        raise SessionRequired(kind, f"the task's job {job_uid or '(none)'} is not in the open "
+                              "session's snapshot (see docs/operations.md, \"Calls without a session\")")
+
+
+class SessionRequired(HttpError):
+    """``require_session``: a 500, so that Volcano's ``extender.ignorable`` decides."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        super().__init__(500, f"{kind}: {why}, and the policies' {kind} rules read session data; "
+                         "require_session is on, so this call is refused and Volcano's "
+                         "extender.ignorable decides")
 
 
 def current_policy(service: Service) -> Any:
@@ -99,24 +142,27 @@ def _count_session(event: str) -> None:
 
 
 def predicate(service: Service, body: bytes) -> Reply:
-    policy_set, env = policy_and_env(service)
+    policy_set, env = policy_and_env(service, "predicate")
     request = wire_decode.decode_predicate(body, policy_set.reads, env)
+    check_job_in_snapshot(service, "predicate", policy_set, env, request.task)
     decision = policy_set.predicate(request.task, request.node, env)
     return Reply(encode.predicate(decision), decision="" if decision.fits else "reject",
                  rule=decision.rule or "")
 
 
 def prioritize(service: Service, body: bytes) -> Reply:
-    policy_set, env = policy_and_env(service)
+    policy_set, env = policy_and_env(service, "prioritize")
     request = wire_decode.decode_prioritize(body, policy_set.reads, env)
+    check_job_in_snapshot(service, "prioritize", policy_set, env, request.task)
     decision = policy_set.prioritize(request.task, request.nodes, env)
     return Reply(encode.prioritize(decision, request.nodes))
 
 
 def victims(kind: str) -> Callable[[Service, bytes], Reply]:
     def decide(service: Service, body: bytes) -> Reply:
-        policy_set, env = policy_and_env(service)
+        policy_set, env = policy_and_env(service, kind)
         request = wire_decode.decode_victims(body, policy_set.reads, env)
+        check_job_in_snapshot(service, kind, policy_set, env, request.evictor)
         decision = policy_set.victims(kind, request.evictor, request.evictees, env)
         outcome = {1: "evict", -1: "reject"}.get(decision.status, "")
         return Reply(encode.victims(decision, request.raw_evictees), decision=outcome)
@@ -124,7 +170,7 @@ def victims(kind: str) -> Callable[[Service, bytes], Reply]:
 
 
 def job_enqueueable(service: Service, body: bytes) -> Reply:
-    policy_set, env = policy_and_env(service)
+    policy_set, env = policy_and_env(service, "jobEnqueueable")
     request = wire_decode.decode_job(body, policy_set.reads, env)
     decision = policy_set.enqueueable(request.job, env)
     outcome = {1: "permit", -1: "reject"}.get(decision.status, "abstain")
@@ -137,7 +183,7 @@ def job_enqueued(service: Service, body: bytes) -> Reply:
 
 
 def queue_overused(service: Service, body: bytes) -> Reply:
-    policy_set, env = policy_and_env(service)
+    policy_set, env = policy_and_env(service, "queueOverused")
     request = wire_decode.decode_queue(body, policy_set.reads, env)
     decision = policy_set.overused(request.queue, env)
     outcome = "overused" if decision.value else "not_overused"
@@ -145,7 +191,7 @@ def queue_overused(service: Service, body: bytes) -> Reply:
 
 
 def job_ready(service: Service, body: bytes) -> Reply:
-    policy_set, env = policy_and_env(service)
+    policy_set, env = policy_and_env(service, "jobReady")
     request = wire_decode.decode_job(body, policy_set.reads, env)
     decision = policy_set.ready(request.job, env)
     outcome = "ready" if decision.value else "not_ready"
@@ -174,6 +220,8 @@ def _event(service: Service, body: bytes, kind: str) -> Reply:
     task = wire_decode.decode_task_event(body).task
     head = service.sessions.head()
     if head is None:
+        if service.session_gaps is not None:
+            service.session_gaps.no_session(f"{kind}Func")
         raise HttpError(503, f"{kind}Func: no session is open in the session store (onSessionOpen "
                         "failed or timed out, or the store lost it): the event cannot be counted")
     record = encode_allocation(AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",

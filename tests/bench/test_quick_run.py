@@ -27,3 +27,19 @@ def test_unknown_scenario_is_refused_with_the_list():
     run = subprocess.run([sys.executable, "-m", "bench", "no-such"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "unknown scenario 'no-such'" in run.stderr and "predicate-20" in run.stderr
+
+
+def test_volcano_connection_pattern_dials_most_calls_of_a_fan_out_and_keep_alive_does_not(tmp_path):
+    """The 2-idle mode behaves as Go's transport with MaxIdleConnsPerHost 2: after each fan-out all
+    but 2 connections are closed, so most callers of the next fan-out dial again."""
+    out = tmp_path / "rows.json"
+    run = subprocess.run([sys.executable, "-m", "bench", "predicate-20-connections", "--quick", "--servers", "bare",
+                          "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {r["connections"]: r for r in json.loads(out.read_text())["rows"] if r.get("server") == "bare"}
+    assert set(rows) == {"keep-alive", "2-idle"}
+    assert all(r["errors"] == 0 and r["n"] > 0 for r in rows.values())
+    # quick: 6 nodes per fan-out; 2 of the 6 callers find an idle connection, 4 dial
+    assert rows["2-idle"]["new_conn_per_call"] > 0.5
+    assert rows["keep-alive"]["new_conn_per_call"] < 0.1
+    assert "at most 2 stay idle" in run.stdout
