@@ -37,6 +37,10 @@ PLUGIN = "extender"
 #: default first tier: priority, gang, conformance). See :func:`placement`.
 ANCHOR_PLUGINS = ("priority", "conformance")
 
+#: The verb arguments in the order of the shipped confs (docker/k8s/*/volcano-scheduler.conf).
+VERB_ORDER = ("onSessionOpen", "onSessionClose", "predicate", "prioritize", "preemptable", "reclaimable",
+              "queueOverused", "jobEnqueueable", "jobEnqueued", "jobReady", "allocateFunc", "deallocateFunc")
+
 #: Volcano's Go duration syntax (time.ParseDuration); an unparsable value silently means 1s there.
 GO_DURATION = re.compile(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+")
 
@@ -135,10 +139,8 @@ def _read(path: str) -> str:
 def extender_plugin(url_prefix: str = "http://127.0.0.1:8713", http_timeout: str = "100ms",
                     ignorable: bool = True, managed_resources=(), omit_verbs=()) -> dict:
     """The plugin entry, with the arguments of docker/k8s/sidecar/volcano-scheduler.conf."""
-    from policy_extender.config import VERB_KINDS
-
     arguments: dict[str, Any] = {"extender.urlPrefix": url_prefix, "extender.httpTimeout": http_timeout}
-    for kind in VERB_KINDS:
+    for kind in VERB_ORDER:
         if kind not in omit_verbs:
             arguments[f"extender.{kind}Verb"] = kind
     arguments["extender.ignorable"] = ignorable
@@ -288,9 +290,10 @@ def _action_notes(actions: Any) -> list[str]:
     missing = [a for a in ("preempt", "reclaim") if a not in names]
     if not missing:
         return []
-    return [f"actions has no {' or '.join(missing)}: Volcano never calls the "
-            f"{' and '.join('preemptable' if a == 'preempt' else 'reclaimable' for a in missing)} verb "
-            f"until you add it to actions: (left as it is)"]
+    verbs = " and ".join("preemptable" if a == "preempt" else "reclaimable" for a in missing)
+    return [f"actions has no {' or '.join(missing)}: Volcano never calls the {verbs} "
+            f"verb{'s' * (len(missing) > 1)} (victim rules) until you add {' and '.join(missing)} to "
+            "actions: (left as it is)"]
 
 
 # ---------------------------------------------------------------------------------------------

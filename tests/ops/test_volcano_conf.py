@@ -316,3 +316,10 @@ def test_cli_errors_exit_2(tmp_path):
     bad = volcano_cli("-", "--http-timeout", "100", stdin=VOLCANO_DEFAULT)
     assert bad.returncode == 2 and "not a Go duration" in bad.stderr
     assert volcano_cli().returncode == 2
+
+
+def test_the_verb_arguments_are_every_verb_kind_in_the_shipped_order():
+    from policy_extender.config import VERB_KINDS
+    assert sorted(volcano_conf.VERB_ORDER) == sorted(VERB_KINDS)
+    shipped = [k for k in extender_arguments(CONFS["sidecar"]) if k.endswith("Verb")]
+    assert [k for k in volcano_conf.extender_plugin()["arguments"] if k.endswith("Verb")] == shipped
