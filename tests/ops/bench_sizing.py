@@ -18,6 +18,9 @@ Prints figures only (docs/operations.md "Sizing" quotes them). Method, per clust
 6. onSessionClose, then a second open and close of the same body: RSS after, peak of the second
    open (does memory come back, or does it grow per cycle?).
 
+The session store's files (SQLite, the pruned snapshot the workers share) are sized after the
+open: in the sidecar they sit on the pod's volume, in the standalone mode in Redis.
+
 ``pod peak`` = the master's RSS + the sum of the workers' peaks: an upper bound of what the
 container's memory cgroup sees (pages shared after the fork are counted once per process).
 """
@@ -128,7 +131,8 @@ def measure(nodes: int, pods: int) -> None:
             status, _ = Connection("127.0.0.1", service.port, timeout=300).request("/onSessionOpen", str(snapshot))
             wall, cpu = time.perf_counter() - t0, service.cpu() - cpu
             assert status == 200, f"onSessionOpen answered {status}"
-            print(f"    onSessionOpen: {wall:.2f} s wall, {cpu:.2f} CPU s")
+            store = sum(f.stat().st_size for f in workdir.glob("sessions.sqlite*"))
+            print(f"    onSessionOpen: {wall:.2f} s wall, {cpu:.2f} CPU s; session store files {store / 1e6:.1f} MB")
             print(memory_line(service, "after the open"))
             pool = Pool("127.0.0.1", service.port, 16)
             cpu, t0 = service.cpu(), time.perf_counter()
