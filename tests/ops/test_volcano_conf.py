@@ -323,3 +323,16 @@ def test_the_verb_arguments_are_every_verb_kind_in_the_shipped_order():
     assert sorted(volcano_conf.VERB_ORDER) == sorted(VERB_KINDS)
     shipped = [k for k in extender_arguments(CONFS["sidecar"]) if k.endswith("Verb")]
     assert [k for k in volcano_conf.extender_plugin()["arguments"] if k.endswith("Verb")] == shipped
+
+
+def test_a_placement_in_a_new_tier_is_spliced_like_its_neighbours(monkeypatch):
+    monkeypatch.setattr(volcano_conf, "placement", lambda tiers: volcano_conf.Placement(0, new_tier=True))
+    for text in (VOLCANO_DEFAULT, CUSTOM):
+        result = merged(text)
+        names = plugin_names(yaml.safe_load(text))
+        assert plugin_names(yaml.safe_load(result.text)) == [names[0], ["extender"], *names[1:]]
+        assert result.notes == [] or all("re-serialised" not in n for n in result.notes)
+        lines = result.text.splitlines(keepends=True)
+        (start,) = [n for n, line in enumerate(lines) if re.fullmatch(r"-\s+name: extender", line.strip())]
+        assert lines[start - 1].strip().startswith("-") and lines[start - 1].strip().endswith("plugins:")
+        assert without_block("".join(lines[:start - 1] + lines[start:])) == text
