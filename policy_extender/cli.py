@@ -16,8 +16,9 @@ from policy_extender.commands import COMMANDS
 
 
 def load_command(name: str) -> ModuleType | None:
-    """The module ``policy_extender.commands.<name>``, or None when it is not there."""
-    module_name = f"policy_extender.commands.{name}"
+    """The module ``policy_extender.commands.<name>`` (``-`` in a command name is ``_`` in its
+    module's), or None when it is not there."""
+    module_name = f"policy_extender.commands.{name.replace('-', '_')}"
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

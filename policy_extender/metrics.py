@@ -392,6 +392,7 @@ def prepare_directory(directory: str | None = None) -> str:
 def on_starting(server: Any = None) -> None:
     """gunicorn ``on_starting`` hook: set up the multiprocess directory before workers fork."""
     directory = prepare_directory()
+    _worker_exits()  # exported at 0 from the start, so the first exit is an increase
     if server is not None:
         server.log.info("metrics: multiprocess directory %s", directory)
 
@@ -402,8 +403,29 @@ def worker_exit(server: Any, worker: Any) -> None:
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    """gunicorn ``child_exit`` hook: drop a dead worker's live gauges."""
+    """gunicorn ``child_exit`` hook: drop a dead worker's live gauges, count the exit."""
     mark_process_dead(worker.pid)
+    counter = _worker_exits()
+    if counter is not None:
+        counter.inc()
+
+
+_worker_exits_counter: Any = None
+
+
+def _worker_exits() -> Any | None:
+    """The master's own counter of reaped workers (it builds no other metric: a live gauge of the
+    master would never be marked dead). Each exit while serving is a restart: gunicorn forks a
+    replacement (a crash, a kill for memory, a timeout, SIGHUP to the master)."""
+    global _worker_exits_counter
+    if _worker_exits_counter is None:
+        from prometheus_client import Counter, values
+        if not (os.environ.get(MULTIPROC_ENV) and getattr(values.ValueClass, "_multiprocess", False)):
+            return None  # not a gunicorn master with its metrics directory: nothing would read it
+        _worker_exits_counter = Counter(PREFIX + "worker_exits", "Worker processes that exited and were "
+                                        "replaced by the gunicorn master (crash, out of memory, timeout, "
+                                        "SIGHUP to the master).", registry=None)
+    return _worker_exits_counter
 
 
 def mark_process_dead(pid: int) -> None:
