@@ -133,11 +133,19 @@ class Formatter:
 
     def elements(self, statement) -> list["Element"]:
         head_last = statement.expr.span.end_line if isinstance(statement, ast.Rule) else statement.span.end_line
-        out = [Element(STATEMENTS[type(statement)](self, statement), "", statement.span.line, head_last)]
+        head = STATEMENTS.get(type(statement), Formatter.as_written)
+        out = [Element(head(self, statement), "", statement.span.line, head_last)]
         for modifier in getattr(statement, "modifiers", ()):
-            out.append(Element(MODIFIERS[modifier.kind](self, modifier), INDENT, modifier.span.line,
-                               modifier.span.end_line))
+            printer = MODIFIERS.get(modifier.kind, Formatter.as_written)
+            out.append(Element(printer(self, modifier), INDENT, modifier.span.line, modifier.span.end_line))
         return out
+
+    def as_written(self, node) -> str:
+        """A statement or modifier kind without an entry in the tables below: its source text,
+        comments taken out and lines joined (strings never span lines, so none is changed)."""
+        keep = lambda m: "" if m.group().startswith("#") else m.group()  # noqa: E731
+        lines = (_STRING_OR_COMMENT.sub(keep, line).strip() for line in self.source_text(node.span).split("\n"))
+        return " ".join(line for line in lines if line)
 
     # statement heads
     def rule(self, rule: ast.Rule) -> str:

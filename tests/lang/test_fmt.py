@@ -158,3 +158,13 @@ def test_fmt_leaves_a_file_with_syntax_errors_alone(tmp_path):
     assert done.returncode == 2
     assert f"{broken}:1:21: error[E101]: '=' is not a comparison (did you mean '=='?)" in done.stderr
     assert broken.read_text() == "filter a: task.name = 'x'\n"
+
+
+def test_a_modifier_kind_without_a_printer_is_kept_as_written(monkeypatch):
+    """A kind added to the grammar before the formatter's table learns it is not lost."""
+    from policy_extender.lang import formatter
+    monkeypatch.delitem(formatter.MODIFIERS, "normalize")
+    text = "score s: 1\n    normalize  0 # low\n      to   100\n"
+    formatted = format_source("a.policy", text)
+    assert formatted == "score s: 1\n    # low\n    normalize  0 to   100\n"
+    assert format_source("a.policy", formatted) == formatted
