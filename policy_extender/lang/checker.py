@@ -257,8 +257,21 @@ class Checker:
         if name in schema.SHORTHANDS:
             return self.use_shorthand(node, scope)
         candidates = [*scope.vars, *scope.lets, *roots, *schema.SHORTHANDS]
+        if name in MODIFIER_KINDS:  # `x and` then an indented `unresolvable`: read as a name
+            return self.error("E202", f"unknown name '{name}': '{name}' is a modifier, read here as part of "
+                              "the expression", node.span, self.modifier_hint(node.span))
         return self.error("E202", f"unknown name '{name}'{_did_you_mean(name, candidates)}", node.span,
                           _name_hint(scope))
+
+    def modifier_hint(self, span: Span) -> str:
+        lines = self.sources.get(span.file, "").split("\n")
+        before = lines[span.line - 2] if 2 <= span.line <= len(lines) + 1 else ""
+        code = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*', " ", before).rstrip()
+        op = re.search(r"(?<![A-Za-z0-9_.])(and|or)$", code)
+        if op and span.column > 1:
+            return (f"'{op.group(1)}' at the end of line {span.line - 1} has nothing after it: finish the "
+                    f"condition or remove '{op.group(1)}'")
+        return "a modifier goes on its own indented line after the rule's expression"
 
     def unavailable(self, node: ast.Name, scope: Scope) -> Typed:
         roots = ", ".join(schema.DECISION_ROOTS[scope.kind])
