@@ -3,17 +3,19 @@
 The layout (docs/language.md, "Layout"):
 
 * a statement starts at column 1 and its head (``kind name: expression``, ``let name = ...``,
-  ``when ...``) is one line; each modifier is on its own line, indented 4 spaces, in the order
-  written;
+  ``when ...``) is one line, unless longer than WIDTH: then it is broken before each operator
+  of its top-level ``and``/``or`` (or ``+``/``-``) chain, or before the ``for``/``if`` of an
+  aggregate or the ``then``/``else`` of an ``if``, continuation lines 8 deeper; each modifier is on
+  its own line, indented 4 spaces, in the order written, and wrapped the same way;
 * expressions are printed from the AST: one space around binary operators and after commas, no
   space inside brackets, parentheses only where precedence needs them, no trailing commas;
   numbers, strings and reason templates are kept exactly as written;
 * blank lines: at most one between statements (kept where the author put one), none inside a
   statement, none at the start; the file ends with one newline;
 * comments: a comment on its own line stays before the statement or modifier it precedes (at
-  its indentation); a comment at the end of a one-line statement or modifier stays at its end,
-  two spaces after the code; comments written inside a multi-line statement or modifier are
-  moved above it; an indented comment after a rule's last modifier stays with the rule.
+  its indentation); a comment at the end of the last line of a statement head or modifier stays
+  at its end, two spaces after the code; other comments written inside one are moved above it;
+  an indented comment after a rule's last modifier stays with the rule.
 
 Every statement and modifier kind is printed by one entry of ``STATEMENTS`` / ``MODIFIERS``;
 every expression node by one ``_expr_<Node>`` function.
@@ -29,6 +31,8 @@ from policy_extender.lang import ast
 from policy_extender.lang.parser import parse_file
 
 INDENT = "    "
+CONTINUATION = " " * 8  # a wrapped line's continuation, 8 deeper than the line it continues
+WIDTH = 100             # a statement head or modifier longer than this is wrapped where it can be
 
 #: Strings (kept whole) and comments: how a comment is told from a '#' inside a string.
 _STRING_OR_COMMENT = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*')
@@ -114,12 +118,14 @@ class Formatter:
         lines = []
         for element in elements:
             inside = element.inside
-            if len(inside) == 1 and element.first == element.last and not inside[0].own_line:
-                element.trailing = inside[0].text
+            if len(inside) == 1 and inside[0].line == element.last and not inside[0].own_line:
+                element.trailing = inside[0].text  # at the end of its last line: stays there
             else:
                 element.leading += [c.text for c in inside]
             lines += [element.indent + text for text in element.leading]
-            lines.append(element.indent + element.code + (f"  {element.trailing}" if element.trailing else ""))
+            lines += [element.indent + text for text in element.code.split("\n")]
+            if element.trailing:
+                lines[-1] += f"  {element.trailing}"
         for c in comments:  # indented comment lines right after the statement stay with it
             if c.line == last + 1 and c.own_line and c.column > 1 and id(c) not in used:
                 used.add(id(c))
@@ -150,17 +156,17 @@ class Formatter:
     # statement heads
     def rule(self, rule: ast.Rule) -> str:
         name = f"{rule.name}: " if rule.name is not None else ""
-        return f"{rule.kind} {name}{self.expr(rule.expr)}"
+        return self.wrap(f"{rule.kind} {name}", rule.expr, 0)
 
     def let(self, let: ast.Let) -> str:
-        return f"let {let.name} = {self.expr(let.expr)}"
+        return self.wrap(f"let {let.name} = ", let.expr, 0)
 
     def guard(self, guard: ast.Guard) -> str:
-        return f"when {self.expr(guard.expr)}"
+        return self.wrap("when ", guard.expr, 0)
 
     # modifiers
     def mod_when(self, modifier: ast.Modifier) -> str:
-        return f"when {self.expr(modifier.value)}"
+        return self.wrap("when ", modifier.value, len(INDENT))
 
     def mod_reason(self, modifier: ast.Modifier) -> str:
         return f"reason {self.source_text(modifier.value.span)}"
@@ -188,6 +194,34 @@ class Formatter:
         return [_canonical_number(v) for v in values]
 
     # expressions
+    def wrap(self, prefix: str, node, indent: int) -> str:
+        """``prefix`` + the expression on one line when it fits in WIDTH columns; else broken
+        before each operator of a top-level ``and``/``or`` or ``+``/``-`` chain, or before the ``for``/``if`` of
+        an aggregate and the ``then``/``else`` of an ``if``, continuation lines indented by
+        CONTINUATION (the pieces themselves are not broken further)."""
+        line = prefix + self.expr(node)
+        pieces = self.pieces(node) if indent + len(line) > WIDTH else None
+        if not pieces:
+            return line
+        return prefix + f"\n{CONTINUATION}".join(pieces)
+
+    def pieces(self, node) -> list[str] | None:
+        if isinstance(node, ast.Binary) and node.op in ("and", "or", "+", "-"):
+            level, rights = _BINARY[node.op], []
+            while isinstance(node, ast.Binary) and _BINARY[node.op] == level:  # a + b - c: ((a + b) - c)
+                rights.insert(0, (node.op, node.right))
+                node = node.left
+            return [self.expr(node, level)] + [f"{op} {self.expr(right, level + 1)}" for op, right in rights]
+        if isinstance(node, ast.Aggregate):
+            cond = [f"if {self.expr(node.cond, _OR)}"] if node.cond is not None else []
+            parts = [f"{node.func}({self.expr(node.elem, _OR)}", f"for {node.var} in {self.expr(node.iterable, _OR)}"]
+            parts += cond
+            parts[-1] += ")"
+            return parts
+        if isinstance(node, ast.Cond):
+            return [f"if {self.expr(node.test)}", f"then {self.expr(node.then)}", f"else {self.expr(node.orelse)}"]
+        return None
+
     def expr(self, node, context: int = 0) -> str:
         text = EXPRESSIONS[type(node)](self, node)
         return f"({text})" if _precedence(node) < context else text

@@ -168,3 +168,30 @@ def test_a_modifier_kind_without_a_printer_is_kept_as_written(monkeypatch):
     formatted = format_source("a.policy", text)
     assert formatted == "score s: 1\n    # low\n    normalize  0 to   100\n"
     assert format_source("a.policy", formatted) == formatted
+
+
+def test_a_head_longer_than_100_columns_is_wrapped_before_its_top_level_operators():
+    text = ("filter long: task.annotations['scheduling.example.com/tier'] == 'gold' or (task.priority > 1000 and "
+            "node.labels['node.example.com/pool'] != 'spot') or has(task.annotations.override)  # why\n"
+            "let tainted = any(t.key == 'node.example.com/maintenance' and not tolerates(task.tolerations, t) "
+            "for t in node.taints if t.effect != 'PreferNoSchedule')\n"
+            "score s: if task.annotations['scheduling.example.com/placement'] == 'pack' then node.used.gpu "
+            "else node.idle.gpu - task.requests.gpu\n"
+            "    when task.annotations['scheduling.example.com/placement'] != null and task.requests.gpu > 0 and "
+            "node.allocatable.gpu > 0\n")
+    formatted = format_source("a.policy", text)
+    assert formatted == """\
+filter long: task.annotations['scheduling.example.com/tier'] == 'gold'
+        or task.priority > 1000 and node.labels['node.example.com/pool'] != 'spot'
+        or has(task.annotations.override)  # why
+let tainted = any(t.key == 'node.example.com/maintenance' and not tolerates(task.tolerations, t)
+        for t in node.taints
+        if t.effect != 'PreferNoSchedule')
+score s: if task.annotations['scheduling.example.com/placement'] == 'pack'
+        then node.used.gpu
+        else node.idle.gpu - task.requests.gpu
+    when task.annotations['scheduling.example.com/placement'] != null
+            and task.requests.gpu > 0
+            and node.allocatable.gpu > 0
+"""
+    assert_formats_faithfully("a.policy", text)
