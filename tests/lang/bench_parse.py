@@ -3,8 +3,9 @@
 Method: the Lark parser is built first (once per process, not counted); then every
 ``policies/*.policy`` file is parsed with ``parse_file`` ``--inner`` times per sample, ``--repeat``
 samples; prints the median and the minimum per pass over the set. Run it on two commits (e.g. with
-``git archive <commit> policy_extender grammar`` unpacked elsewhere and ``PYTHONPATH`` pointing
-there) to compare them; the machine's noise is in the spread between median and minimum.
+``git archive <commit> policy_extender grammar`` unpacked elsewhere, ``PYTHONPATH`` pointing
+there, and the script started from outside the repository so that its checkout is not imported
+instead) to compare them; the machine's noise is in the spread between median and minimum.
 """
 
 from __future__ import annotations
