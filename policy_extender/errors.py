@@ -9,6 +9,7 @@ Codes: E1xx syntax, E2xx names and fields, E3xx types, E4xx rule structure, E5xx
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 
@@ -52,7 +53,7 @@ EXCERPT_WIDTH = 100
 def _excerpt(span: Span, source: str | None) -> list[str]:
     if source is None:
         return []
-    all_lines = source.split("\n")
+    all_lines = _lines(source)
     if not 1 <= span.line <= len(all_lines):
         return []
     text = all_lines[span.line - 1].rstrip("\r").expandtabs(1)
@@ -63,6 +64,13 @@ def _excerpt(span: Span, source: str | None) -> list[str]:
     text, start = _window(text, span.column - 1, width)
     width = max(1, min(width, len(text) - start))
     return [f"{span.line:>4} | {text}", f"     | {' ' * start}{'^' * width}"]
+
+
+@functools.lru_cache(maxsize=8)
+def _lines(source: str) -> list[str]:
+    """The lines of a source, split once however many of its errors are rendered (a str caches
+    its hash, so a repeated lookup costs no pass over the text)."""
+    return source.split("\n")
 
 
 def _window(text: str, start: int, width: int) -> tuple[str, int]:

@@ -79,7 +79,9 @@ def compile_sources(sources: dict[str, str]) -> "PolicySet":
             files.append(parse_file(name, sources[name]))
         except PolicyError as err:
             diagnostics.extend(err.diagnostics)
-    if diagnostics:  # still check the files that parsed, so every error is reported at once
+            if getattr(err, "partial", None) is not None:  # the statements that did parse
+                files.append(err.partial)
+    if diagnostics:  # still check the statements that parsed, so every error is reported at once
         try:
             check(files)
         except PolicyError as err:

@@ -5,4 +5,4 @@ Each module defines ``HELP: str`` (one line), ``add_arguments(parser)`` and ``ru
 working while a command is being written.
 """
 
-COMMANDS = ["serve", "check", "test", "eval", "replay", "volcano-conf"]
+COMMANDS = ["serve", "check", "fmt", "test", "eval", "replay", "volcano-conf"]

@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from policy_extender.fixtures import exchange
     verb = VERB_ALIASES.get(args.verb, args.verb)
     if verb not in exchange.VERBS:
-        print(f"policy-extender eval: unknown verb {args.verb!r}: use one of {', '.join(exchange.VERBS)}", file=sys.stderr)
+        print(f"policy-extender eval: unknown verb {args.verb!r}{_did_you_mean(args.verb, exchange.VERBS)}: "
+              f"use one of {', '.join(exchange.VERBS)}", file=sys.stderr)
         return 2
     try:
         return _decide(args, verb, exchange)
@@ -50,13 +51,21 @@ def _decide(args, verb: str, exchange) -> int:
     if args.session:
         exchanger.open_session(Path(args.session).read_bytes())
     decision, response = exchanger.exchange(verb, body)
-    explanation = outcome.explanation(policy_set, decision)
+    explanation = outcome.explanation(policy_set, decision, response)
     if args.json:
         print(json.dumps({"verb": verb, "policy_version": policy_set.version, "response": response,
                           "decision": _plain(decision), "explanation": explanation}, indent=2, default=str))
     else:
         print(f"{verb}: {json.dumps(response)}\n{explanation}")
     return 0
+
+
+def _did_you_mean(word: str, verbs) -> str:
+    """`` (did you mean 'prioritize'?)`` for the closest verb or decision name, case aside."""
+    import difflib
+    names = {name.lower(): name for name in (*verbs, *VERB_ALIASES)}
+    close = difflib.get_close_matches(word.lower(), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 def _policy_files(directory: str) -> tuple[Path, ...]:

@@ -235,6 +235,21 @@ def _round(value, digits=0):
     return round(value) if digits == 0 else round(value, max(-20, min(20, digits)))
 
 
+@builtin("div", ["number", "number"], "number", "integer division truncating toward zero, as Go's int64 `/` "
+         "(div(7, 2) is 3, div(-7, 2) is -3); null when b is 0 or either is not a whole number")
+def _div(a, b):
+    if b == 0 or a != math.floor(a) or b != math.floor(b):
+        return None
+    a, b = int(a), int(b)
+    quotient = abs(a) // abs(b)
+    return quotient if (a >= 0) == (b >= 0) else -quotient
+
+
+@builtin("sqrt", ["number"], "number", "square root (as Go's math.Sqrt); null for a negative number")
+def _sqrt(value):
+    return math.sqrt(value) if value >= 0 else None
+
+
 # --- nulls ---------------------------------------------------------------------------------------
 
 @builtin("has", ["any"], "bool", "the value is present and not null: has(task.annotations.zone)", nulls=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -136,7 +137,8 @@ class Checker:
             what = "context root" if let.name in ALL_ROOTS else "shorthand"
             self.error("E204", f"let '{let.name}' would hide the {what} '{let.name}'", let.span,
                        "give the binding another name")
-        self.expr(let.expr, Scope(None, dict(lets)))
+        if let.expr is not None:  # None: the let did not parse (its syntax error is reported)
+            self.expr(let.expr, Scope(None, dict(lets)))
         lets[let.name] = let
 
     def check_guard(self, guard, previous, rules, lets) -> ast.Guard:
@@ -271,8 +273,21 @@ class Checker:
         if name in schema.SHORTHANDS:
             return self.use_shorthand(node, scope)
         candidates = [*scope.vars, *scope.lets, *roots, *schema.SHORTHANDS]
+        if name in MODIFIER_KINDS:  # `x and` then an indented `unresolvable`: read as a name
+            return self.error("E202", f"unknown name '{name}': '{name}' is a modifier, read here as part of "
+                              "the expression", node.span, self.modifier_hint(node.span))
         return self.error("E202", f"unknown name '{name}'{_did_you_mean(name, candidates)}", node.span,
                           _name_hint(scope))
+
+    def modifier_hint(self, span: Span) -> str:
+        lines = self.sources.get(span.file, "").split("\n")
+        before = lines[span.line - 2] if 2 <= span.line <= len(lines) + 1 else ""
+        code = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*', " ", before).rstrip()
+        op = re.search(r"(?<![A-Za-z0-9_.])(and|or)$", code)
+        if op and span.column > 1:
+            return (f"'{op.group(1)}' at the end of line {span.line - 1} has nothing after it: finish the "
+                    f"condition or remove '{op.group(1)}'")
+        return "a modifier goes on its own indented line after the rule's expression"
 
     def unavailable(self, node: ast.Name, scope: Scope) -> Typed:
         roots = ", ".join(schema.DECISION_ROOTS[scope.kind])
@@ -282,6 +297,8 @@ class Checker:
 
     def use_let(self, node: ast.Name, let: ast.Let, scope: Scope) -> Typed:
         self.names[id(node)] = ("let", let)
+        if let.expr is None:
+            return Typed("any")
         key = (id(let), scope.kind)
         if key not in self.let_types:
             self.let_types[key] = Typed("any")  # a let cannot refer to itself; guard anyway
@@ -409,6 +426,10 @@ class Checker:
         return Typed(wanted)
 
     def expr_Binary(self, node: ast.Binary, scope) -> Typed:
+        if node.op in ast.COMPARISONS:
+            quoted = self.unquoted_words(node, scope)
+            if quoted is not None:
+                return quoted
         left = self.expr(node.left, scope).type
         right = self.expr(node.right, scope).type
         if node.op in ("and", "or"):
@@ -420,6 +441,71 @@ class Checker:
         if node.op in ("in", "not in"):
             return self.membership(node, left, right)
         return self.comparison(node, left, right)
+
+    def unquoted_words(self, node: ast.Binary, scope: Scope) -> Typed | None:
+        """``node.labels.zone == zone-a``: unknown names where a string fits are reported with a
+        hint to quote them (and typed as strings, so nothing else is reported about them)."""
+        words = {"left": self.bare_word(node.left, scope), "right": self.bare_word(node.right, scope)}
+        items = node.right.items if isinstance(node.right, ast.ListLit) and node.op in ("in", "not in") else ()
+        listed = [(item, self.bare_word(item, scope)) for item in items]
+        if not any(words.values()) and not any(w for _, w in listed):
+            return None
+        if (words["left"] and words["right"]) or isinstance(node.left, ast.Literal) \
+                or isinstance(node.right, ast.Literal):
+            return None  # nothing says a string is meant (or a string is right there): plain errors
+        if words["left"]:
+            other = self.expr(node.right, scope).type
+            fits = other == "string" if node.op not in ("in", "not in") else \
+                (other == "string" or types.is_map(other) or types.element(other) == "string")
+            quoted = [(node.left, words["left"])] if fits else []
+        else:
+            other = self.expr(node.left, scope).type
+            quoted = [(node.right, words["right"])] if words["right"] else \
+                [(item, word) for item, word in listed if word]
+            if other != "string":
+                quoted = []
+            for item, word in listed:
+                if not word:
+                    self.expr(item, scope)
+        if not quoted:
+            return None if not listed else self.finish_list(node, scope)
+        for word_node, word in quoted:
+            self.types[id(word_node)] = "string"
+            self.error("E202", f"unknown name '{word}'", word_node.span,
+                       f"a string is written in quotes: '{word}'")
+        return Typed("bool")
+
+    def finish_list(self, node: ast.Binary, scope: Scope) -> Typed:
+        """The list's own type once its items were checked one by one."""
+        items = [self.types.get(id(i), "any") for i in node.right.items]
+        element = "null"
+        for t in items:
+            element = types.unify(element, t) or "any"
+        self.types[id(node.right)] = f"list[{'any' if element == 'null' else element}]"
+        return Typed("bool")
+
+    def bare_word(self, node, scope: Scope) -> str | None:
+        """The text of an unknown name, or of unknown names and numbers joined by '-' (zone-a)."""
+        parts, stack = [], [node]
+        while stack:
+            part = stack.pop()
+            if isinstance(part, ast.Binary) and part.op == "-":
+                stack += [part.left, part.right]
+            elif isinstance(part, (ast.Name, ast.Literal)):
+                parts.append(part)
+            else:
+                return None
+        names = [p.name for p in parts if isinstance(p, ast.Name)]
+        known = [*scope.vars, *scope.lets, *ALL_ROOTS, *schema.SHORTHANDS]
+        if not names or any(not self.unknown_name(n, scope) for n in names) or _did_you_mean(names[0], known) \
+                or any(isinstance(p, ast.Literal) and not isinstance(p.value, int) for p in parts):
+            return None
+        text = self.text(node.span)
+        return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else None
+
+    @staticmethod
+    def unknown_name(name: str, scope: Scope) -> bool:
+        return not (name in scope.vars or name in scope.lets or name in ALL_ROOTS or name in schema.SHORTHANDS)
 
     def logical(self, node, left: str, right: str) -> Typed:
         for side, t in (("left", left), ("right", right)):

@@ -72,11 +72,58 @@ class Locator:
 
 
 def parse_file(name: str, source: str) -> ast.PolicyFile:
-    """Parse and build one policy file; raises ``PolicyError`` with every syntax error found."""
+    """Parse and build one policy file; raises ``PolicyError`` with every syntax error found.
+
+    A good file is parsed in one pass. Only when that fails is the file parsed again statement by
+    statement (a statement starts at column 1), so that every statement's syntax error is
+    reported; the error then carries the statements that did parse as ``partial`` (a
+    ``PolicyFile``) for the checker to check.
+    """
     loc = Locator(name)
-    tree = _parse(source, "start", loc)
-    statements = _build(tree, loc, source)
-    return ast.PolicyFile(name, source, tuple(statements))
+    try:
+        tree = _parse(source, "start", loc)
+        return ast.PolicyFile(name, source, tuple(_build(tree, loc, source)))
+    except PolicyError as err:
+        if any(d.code == "E501" for d in err.diagnostics):
+            raise
+    return _recover(name, source)
+
+
+#: The newline that ends a statement: the next line starts with neither blank nor '#' (_NL).
+_STATEMENT_BREAK = re.compile(r"\n(?=[^\s#])")
+#: The name a ``let`` that did not parse meant to bind, so that its uses are not reported too.
+_LET_NAME = re.compile(r"let[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def statement_chunks(source: str) -> list[tuple[int, str]]:
+    """(first line, text) of each statement of ``source``, in order; each text keeps its newline."""
+    chunks, start, line = [], 0, 1
+    for match in _STATEMENT_BREAK.finditer(source):
+        text = source[start:match.end()]
+        chunks.append((line, text))
+        line += text.count("\n")
+        start = match.end()
+    chunks.append((line, source[start:]))
+    return chunks
+
+
+def _recover(name: str, source: str):
+    statements, diagnostics = [], []
+    chunks = statement_chunks(source)
+    for i, (line, text) in enumerate(chunks):
+        loc = Locator(name, line)
+        try:
+            tree = _parse(text, "start", loc, source, ends_file=i == len(chunks) - 1)
+            statements.extend(_build(tree, loc, source))
+        except PolicyError as err:
+            diagnostics.extend(err.diagnostics)
+            let = _LET_NAME.match(text)
+            if let:  # stands for the broken let: its uses are checked as 'any', not 'unknown name'
+                span = loc.span(1, 1, 1, 1 + len(let.group()))
+                statements.append(ast.Let(let.group(1), None, span))
+    error = PolicyError(diagnostics, {name: source})
+    error.partial = ast.PolicyFile(name, source, tuple(statements))
+    raise error
 
 
 def parse_expression(text: str, loc: Locator, source: str | None = None) -> ast.Expr:
@@ -84,7 +131,7 @@ def parse_expression(text: str, loc: Locator, source: str | None = None) -> ast.
     return _build(_parse(text, "expr", loc, source), loc, source or text)
 
 
-def _parse(text: str, start: str, loc: Locator, source: str | None = None):
+def _parse(text: str, start: str, loc: Locator, source: str | None = None, ends_file: bool = True):
     if len(text) > MAX_SOURCE_CHARS:
         _fail(loc, "E501", f"policy file is {len(text)} characters, the limit is {MAX_SOURCE_CHARS}",
               loc.span(1, 1, 1, 2), "split it into several files", source or text)
@@ -92,7 +139,7 @@ def _parse(text: str, start: str, loc: Locator, source: str | None = None):
     try:
         tree = _lark().parse(text, start=start)
     except lark.exceptions.UnexpectedInput as err:
-        raise PolicyError([_syntax_diagnostic(err, text, loc)], {loc.file: source or text}) from None
+        raise PolicyError([_syntax_diagnostic(err, text, loc, ends_file)], {loc.file: source or text}) from None
     _check_depth(tree, loc, source or text)
     return tree
 
@@ -148,18 +195,48 @@ def _check_depth(tree, loc: Locator, source: str) -> None:
 
 # --- syntax errors -------------------------------------------------------------------------------
 
-def _syntax_diagnostic(err, text: str, loc: Locator) -> Diagnostic:
+def _syntax_diagnostic(err, text: str, loc: Locator, ends_file: bool = True) -> Diagnostic:
     line, column = max(err.line, 1), max(err.column, 1)
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
         return _bad_character(err, text, loc.span(line, column, line, column + 1))
     token = getattr(err, "token", None)
-    if token is None or token.type == "$END":
+    at_end = token is None or token.type == "$END"
+    dangling = _dangling(text, len(text) if at_end else token.start_pos, loc)
+    if dangling is not None:
+        return dangling
+    if at_end and not ends_file:  # one statement parsed alone: its end is the _NL of the file
+        line = text.count("\n")
+        column = len(text.split("\n")[line - 1]) + 1
+        return Diagnostic("E101", "the statement ends before it is complete", loc.span(line, column, line, column + 1),
+                          "a line that starts with whitespace continues the previous statement")
+    if at_end:
         end = text.rstrip()
         line, column = end.count("\n") + 1, len(end) - end.rfind("\n")
         return Diagnostic("E101", "unexpected end of input", loc.span(line, column, line, column + 1),
                           "the expression or rule is incomplete")
     span = loc.span(line, column, line, column + max(1, len(str(token))))
     return _unexpected_token(token, err, text, span)
+
+
+#: Strings and comments, skipped when looking back for a dangling operator.
+_STRING_OR_COMMENT = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*')
+#: 'and' / 'or' ending a line, then only blanks, comments, newlines and at most one modifier word.
+_DANGLING = re.compile(r"(?<![A-Za-z0-9_.])(and|or)[ \t\r\f]*\n\s*"
+                       r"(?:(?:when|reason|unresolvable|weight|normalize|permit)(?![A-Za-z0-9_])\s*)?\Z")
+
+
+def _dangling(text: str, position: int, loc: Locator) -> Diagnostic | None:
+    """A syntax error right after a line that ends with 'and'/'or', named as that operator."""
+    before = _STRING_OR_COMMENT.sub(lambda m: " " * len(m.group()), text[:position])
+    match = _DANGLING.search(before)
+    if match is None:
+        return None
+    op, start = match.group(1), match.start(1)
+    line = text.count("\n", 0, start) + 1
+    column = start - (text.rfind("\n", 0, start) + 1) + 1
+    return Diagnostic("E101", f"'{op}' at the end of line {loc.span(line, 1, line, 1).line} has nothing after it",
+                      loc.span(line, column, line, column + len(op)),
+                      f"write the rest of the condition after '{op}' on an indented line, or remove '{op}'")
 
 
 def _bad_character(err, text: str, span: Span) -> Diagnostic:
@@ -171,6 +248,9 @@ def _bad_character(err, text: str, span: Span) -> Diagnostic:
 
 def _unexpected_token(token, err, text: str, span: Span) -> Diagnostic:
     value = str(token)
+    if value == "=":
+        return Diagnostic("E101", "'=' is not a comparison (did you mean '=='?)", span,
+                          "'=' only binds a name: let name = expression")
     if value == "*" and token.start_pos and text[token.start_pos - 1] == "*":
         return Diagnostic("E104", "there is no '**' operator", span, "multiply explicitly: x * x")
     if token.type in ("CMP", "IN") and _after_comparison(err):
