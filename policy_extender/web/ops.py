@@ -32,11 +32,13 @@ def readyz():
 
 @ops.get("/status")
 def status():
-    """Policy version, when loaded, files, last reload errors, and the session head."""
+    """Policy version, when loaded, files, last reload errors, the session head, and the
+    instance's private runtime directory (null outside ``serve``)."""
     svc = service()
     policy = svc.policy_status.as_dict()
     return jsonify(policy=policy, policy_version=policy["version"], loaded_at=policy["loaded_at"],
                    files=policy["files"], session=_session(svc), pid=os.getpid(),
+                   runtime_dir=svc.runtime_dir,
                    verbs={path: kind for path, kind in svc.routes.items()})
 
 
