@@ -57,6 +57,8 @@ STORE_FILE = "sessions.sqlite3"
 METRICS_DIR = "metrics"
 LAST_GOOD_FILE = "last-good.json"
 SHM = "/dev/shm"
+#: prometheus_client's multiprocess directory variable (metrics.py reads it under this name)
+METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class InstanceError(RuntimeError):
@@ -301,9 +303,8 @@ def start(config: Any, environ: MutableMapping[str, str] = os.environ) -> Instan
     if store == "sqlite:":
         store = "sqlite:" + os.path.join(directory, STORE_FILE)
     instance = Instance(directory, dataclasses.replace(config, session_store=store), locks=[own, *locks])
-    from policy_extender.metrics import MULTIPROC_ENV
-    if not environ.get(MULTIPROC_ENV):
-        instance.metrics_dir = environ[MULTIPROC_ENV] = os.path.join(directory, METRICS_DIR)
+    if not environ.get(METRICS_ENV):
+        instance.metrics_dir = environ[METRICS_ENV] = os.path.join(directory, METRICS_DIR)
     global _process_runtime
     with _process_lock:
         _process_runtime = _process_runtime or instance  # default_path() in this process: here too

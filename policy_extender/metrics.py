@@ -35,8 +35,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_extender.instance import METRICS_ENV as MULTIPROC_ENV
+
 PREFIX = "policy_extender_"
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 #: Seconds. Volcano's documented ``extender.httpTimeout`` is 100ms (its default is 1s).
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0)

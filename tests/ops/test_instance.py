@@ -40,7 +40,8 @@ def holder():
 
     yield start
     for process, done in processes:
-        done.set()
+        if process.is_alive():  # a killed holder may have died inside the event: never notify it
+            done.set()
         process.join(10)
 
 
