@@ -266,8 +266,12 @@ class Instance:
     def close(self) -> None:
         """Remove the runtime directory and drop the owner locks. Only the master that made them
         does anything: a forked worker that unwinds through the same code leaves them alone."""
+        global _process_runtime
         if os.getpid() != self.pid:
             return
+        with _process_lock:
+            if _process_runtime is self:  # default_path() makes a new directory if asked again
+                _process_runtime = None
         shutil.rmtree(self.runtime_dir, ignore_errors=True)
         for lock in self.locks:
             lock.release()

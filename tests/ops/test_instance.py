@@ -168,3 +168,12 @@ def test_a_forked_child_unwinding_through_close_leaves_the_directory(tmp_path):
         assert os.path.isdir(started.runtime_dir)
     finally:
         started.close()
+
+
+def test_the_default_store_after_an_instance_closed_is_in_a_directory_that_exists(monkeypatch):
+    from policy_extender.session.sqlite import default_path
+    monkeypatch.setattr(instance, "_process_runtime", None)  # as in a process that never made one
+    started = instance.start(Config(), environ={})
+    assert os.path.dirname(default_path()) == started.runtime_dir
+    started.close()
+    assert os.path.isdir(os.path.dirname(default_path()))
