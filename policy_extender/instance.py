@@ -112,10 +112,6 @@ class OwnerLock:
         self.path = os.path.abspath(path)
         self._fd: int | None = None
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def acquire(self, guarded: str) -> None:
         """Take the lock for ``guarded`` (the file it protects, named in errors)."""
         fd = _open_record(self.path, guarded)

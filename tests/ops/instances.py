@@ -76,7 +76,7 @@ class Tally:
 
 
 def answer(client: VolcanoClient, verb: str, body) -> object:
-    """The decoded answer, or ``"HTTP <status>"`` / the exception text (then counted wrong)."""
+    """The decoded answer, or the failure as text (a non-200, a dropped connection): counted wrong."""
     try:
         return client.call(verb, body)
     except AssertionError as exc:
@@ -89,7 +89,7 @@ def run_cycle(client: VolcanoClient, cl: Cluster, tally: Tally) -> None:
     tally.check("onSessionOpen", "open", answer(client, "onSessionOpen", cl.open_body), {})
     for job in cl.jobs.values():
         got = answer(client, "jobEnqueueable", {"job": job})
-        tally.check("jobEnqueueable", job["Name"], got and got.get("status") if isinstance(got, dict) else got,
+        tally.check("jobEnqueueable", job["Name"], got.get("status") if isinstance(got, dict) else got,
                     -1 if job["MinAvailable"] > 3 else 0)
         tally.check("jobEnqueued", job["Name"], answer(client, "jobEnqueued", {"job": job}), {})
     check_overused(client, cl, tally)
@@ -111,7 +111,7 @@ def check_overused(client: VolcanoClient, cl: Cluster, tally: Tally) -> None:
 def schedule(client: VolcanoClient, cl: Cluster, task: dict, tally: Tally) -> bool:
     """Predicates on every node (16 at once), prioritize the nodes that must fit, allocate the best."""
     bodies = [{"task": task, "node": node} for node in cl.nodes]
-    answers = list(client._pool.map(lambda body: answer(client, "predicate", body), bodies))
+    answers = client.parallel_map(lambda body: answer(client, "predicate", body), bodies)
     for node, got in zip(cl.nodes, answers):
         reason = rejected_for(got) if isinstance(got, dict) else got
         tally.check("predicate", f"{task['Name']} on {node['Name']}", reason, cl.fits(task, node))

@@ -4,6 +4,7 @@ directory goes with its master. The cycle driver and the method are in ``tests/o
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import stat
@@ -35,21 +36,16 @@ def status(server: Server) -> dict:
 
 
 def predicates_counted(server: Server) -> float:
-    _, text = _get_text(server, "/metrics")
+    """``policy_extender_requests_total{verb="predicate",code="200"}`` on the server's /metrics."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
     return sum(s.value for family in text_string_to_metric_families(text)
                for s in family.samples if s.name == "policy_extender_requests_total"
                and s.labels == {"verb": "predicate", "code": "200"})
-
-
-def _get_text(server: Server, path: str) -> tuple[int, str]:
-    import http.client
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        return response.status, response.read().decode()
-    finally:
-        conn.close()
 
 
 def wait_exit(process: subprocess.Popen, timeout: float = 30) -> int:

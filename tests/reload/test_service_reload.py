@@ -209,7 +209,8 @@ def prioritize_score(server: Server, body: bytes):
     status, raw = server.post("prioritize", body)
     if status != 200:
         return f"HTTP {status}"
-    return json.loads(raw)["nodeScore"] and set(json.loads(raw)["nodeScore"].values()).pop()
+    scores = set(json.loads(raw)["nodeScore"].values())
+    return scores.pop() if len(scores) == 1 else f"mixed scores {sorted(scores)}"
 
 
 def statuses_of_every_worker(server: Server, not_pids: set[int] = frozenset(), timeout: float = 30) -> dict:

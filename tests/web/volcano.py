@@ -73,6 +73,10 @@ class VolcanoClient:
     def parallel(self, verb: str, bodies: list, fresh: bool = False) -> list:
         return list(self._pool.map(lambda body: self.call(verb, body, fresh), bodies))
 
+    def parallel_map(self, function, items: list) -> list:
+        """``function(item)`` for every item, ``workers`` at once (each thread its connection)."""
+        return list(self._pool.map(function, items))
+
     def parallel_get(self, path: str, times: int) -> list[dict]:
         """``GET path`` ``times`` times, 16 at once, each on a new connection."""
         return list(self._pool.map(lambda _: self.get(path)[1], range(times)))
