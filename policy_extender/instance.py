@@ -276,14 +276,15 @@ class Instance:
 
 def start(config: Any, environ: MutableMapping[str, str] = os.environ) -> Instance:
     """Make this process an instance: claim an explicit SQLite store, make the runtime directory,
-    point the default store and the metrics there. Raises :class:`StoreInUse`.
+    point the default store and the metrics there. Raises :class:`InstanceError`
+    (:class:`StoreInUse` when another live process owns the SQLite file).
 
     Returns the :class:`Instance` whose ``config`` has ``session_store`` resolved to a path.
     """
     locks = []
     store = config.session_store
     if store.startswith("sqlite:") and store != "sqlite:":
-        path = os.path.abspath(store[len("sqlite:"):])
+        path = os.path.realpath(store[len("sqlite:"):])  # one record whatever the spelling or symlink
         lock = OwnerLock(path + OWNER_SUFFIX)
         lock.acquire(path)
         locks.append(lock)

@@ -177,3 +177,14 @@ def test_the_default_store_after_an_instance_closed_is_in_a_directory_that_exist
     assert os.path.dirname(default_path()) == started.runtime_dir
     started.close()
     assert os.path.isdir(os.path.dirname(default_path()))
+
+
+def test_the_same_store_through_a_symlinked_directory_is_the_same_owner(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    started = instance.start(Config(session_store=f"sqlite:{tmp_path / 'real' / 's.sqlite3'}"), environ={})
+    try:
+        with pytest.raises(StoreInUse, match="real/s.sqlite3 is in use"):
+            instance.start(Config(session_store=f"sqlite:{tmp_path / 'link' / 's.sqlite3'}"), environ={})
+    finally:
+        started.close()
