@@ -201,9 +201,11 @@ class Config:
                                    parse_verbs, factory=True, shown="each kind's own name")
     path_prefix: str = option("", "Path before every verb, when `extender.urlPrefix` has one "
                               "(`http://host:8713/extender` -> `/extender`).", parse_str)
-    session_store: str = option("sqlite:", "Shared session store: `sqlite:PATH` (one host, every "
-                                "worker; `sqlite:` alone is a file in /dev/shm, else the temp "
-                                "directory) or `redis://HOST:PORT/DB` (several replicas).", parse_store)
+    session_store: str = option("sqlite:", "Shared session store: `sqlite:` (a file private to this "
+                                "`serve`, in its runtime directory on /dev/shm, else the temp "
+                                "directory, removed at exit), `sqlite:PATH` (a file one `serve` owns "
+                                "at a time: a second one pointed at it refuses to start) or "
+                                "`redis://HOST:PORT/DB` (shared by several replicas).", parse_store)
     session_ttl: float = option(300.0, "Seconds after which a session never closed is forgotten "
                                 "(> 0).", parse_positive)
     redis_timeout: float = option(0.25, "Seconds to connect to the Redis session store and to wait "

@@ -55,6 +55,7 @@ def settings(config: Config) -> dict[str, Any]:
         "logconfig_dict": _logconfig(config),
         "preload_app": False,  # each worker builds its app after fork: own store connections, own reloader
         "on_starting": on_starting,
+        "on_exit": on_exit,
         "child_exit": child_exit,
         "worker_exit": worker_exit,
         "post_worker_init": post_worker_init,
@@ -82,6 +83,14 @@ def on_starting(server: Any) -> None:
     """Master, before any worker forks: the metrics' multiprocess directory."""
     from policy_extender import metrics
     metrics.on_starting(server)
+
+
+def on_exit(server: Any) -> None:
+    """Master, on its way out (SIGTERM, SIGINT, a halt): remove the instance's runtime directory
+    (the default session store, the metrics directory, the last good policy set)."""
+    instance = getattr(getattr(server, "app", None), "instance", None)
+    if instance is not None:
+        instance.close()
 
 
 def worker_exit(server: Any, worker: Any) -> None:

@@ -31,14 +31,14 @@ from __future__ import annotations
 import atexit
 import bisect
 import os
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_extender.instance import METRICS_ENV as MULTIPROC_ENV
+
 PREFIX = "policy_extender_"
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 #: Seconds: a predicate takes milliseconds; an onSessionOpen up to seconds on large clusters, to
 #: compare with ``extender.httpTimeout`` (1s shipped and Volcano's default; its docs use 100ms).
@@ -375,12 +375,15 @@ def render() -> tuple[bytes, str]:
 def prepare_directory(directory: str | None = None) -> str:
     """Make ``PROMETHEUS_MULTIPROC_DIR`` an empty directory and export it; returns its path.
 
-    Files left by a previous run would be summed into this one, so its ``*.db`` files and the
-    workers' ``session-gaps-*.json`` (and only those: the variable might name a shared directory)
-    are removed.
+    Without the variable, the directory is ``metrics/`` in the instance's private runtime
+    directory (``policy_extender.instance``; ``serve`` sets the variable to it before gunicorn
+    starts), so two instances on one host never sum or wipe each other's files. Files left by a
+    previous run would be summed into this one, so its ``*.db`` files and the workers'
+    ``session-gaps-*.json`` (and only those: the variable might name a shared directory) are
+    removed.
     """
-    directory = directory or os.environ.get(MULTIPROC_ENV) or os.path.join(
-        tempfile.gettempdir(), "policy-extender-metrics")
+    from policy_extender.instance import METRICS_DIR, process_runtime_dir
+    directory = directory or os.environ.get(MULTIPROC_ENV) or os.path.join(process_runtime_dir(), METRICS_DIR)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for name in os.listdir(directory):
         if name.endswith(".db") or (name.startswith("session-gaps-") and name.endswith(".json")):

@@ -10,6 +10,12 @@ to ``on_change``. On any error the last good set stays active, every error is lo
 by itself. The reloader never decides when a new set takes effect for a scheduling cycle: the
 service activates it and the session store pins a version at onSessionOpen.
 
+A reloader that has never loaded a good set (a worker that boots while the files are broken: a
+crashed worker's replacement, SIGHUP to the gunicorn master) asks ``fallback()`` for the sources
+of the last good set its instance served (``store.LastGoodCopy``) and serves that, still
+reporting the failed load (``last_reload_ok`` false, the errors). Only an instance that never
+had a good set stays not ready.
+
 ``ReloadStatus`` is the one object ``/readyz``, ``/status`` and the metrics read.
 """
 
@@ -56,6 +62,9 @@ class ReloadStatus:
     attempted_digest: str | None = None
     reloads_ok: int = 0
     reloads_failed: int = 0
+    #: the active set is the instance's last good copy, not one this reloader loaded from the
+    #: directories (they were broken when it started)
+    from_last_good: bool = False
     #: whether inotify wakes the poller (otherwise polling alone)
     inotify: bool = False
     interval: float = DEFAULT_INTERVAL
@@ -105,6 +114,10 @@ class PolicyReloader:
     attempt that reports new errors; ``on_status(status)`` after every change of the status
     (feed the metrics from it). All must be quick and must not raise; an exception from
     ``on_change`` counts as a failed reload and the previous set stays active.
+
+    ``fallback()`` returns the sources of the instance's last good set (or None); while no good
+    set is loaded, a failed load compiles them and hands the set to ``on_restore`` (default
+    ``on_change``) instead: see the module docstring.
     """
 
     def __init__(
@@ -115,6 +128,8 @@ class PolicyReloader:
         on_error: Callable[[ReloadStatus], None] | None = None,
         *,
         on_status: Callable[[ReloadStatus], None] | None = None,
+        fallback: Callable[[], dict[str, str] | None] | None = None,
+        on_restore: Callable[[Any], None] | None = None,
         compile: Callable[[dict[str, str]], Any] = default_compile,
         suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
         inotify: bool = True,
@@ -125,6 +140,9 @@ class PolicyReloader:
         self._on_change = on_change or (lambda ps: None)
         self._on_error = on_error or (lambda status: None)
         self._on_status = on_status or (lambda status: None)
+        self._fallback = fallback
+        self._on_restore = on_restore or self._on_change
+        self._fallback_failed = False
         self._compile = compile
         self._suffixes = suffixes
         self._use_inotify = inotify
@@ -217,7 +235,7 @@ class PolicyReloader:
         self._set_status(
             version=_version(policy_set) or snapshot.digest[:16], loaded_at=now,
             files=tuple(sorted(snapshot.files)), last_reload_ok=True, last_attempt_at=now, last_success_at=now, errors=(),
-            attempted_digest=snapshot.digest, reloads_ok=self._status.reloads_ok + 1,
+            attempted_digest=snapshot.digest, reloads_ok=self._status.reloads_ok + 1, from_last_good=False,
         )
         log.info("policy set %s loaded (was %s) from %s: %s", self._status.version, previous,
                  ", ".join(self._dirs), ", ".join(self._status.files) or "no files")
@@ -233,7 +251,33 @@ class PolicyReloader:
             kept = f"keeping policy set {status.version}" if status.ready else "not ready"
             log.error("policy reload failed with %d error(s), %s:\n%s", len(errors), kept, "\n".join(errors))
             self._on_error(self._status)
+        if not self._status.ready:
+            self._restore_last_good()
         return False
+
+    def _restore_last_good(self) -> None:
+        """Serve the instance's last good set while the directories do not load (never raises)."""
+        if self._fallback is None or self._fallback_failed:
+            return
+        try:
+            sources = self._fallback()
+            if sources is None:
+                return  # this instance never had a good set: stay not ready
+            policy_set = self._compile(sources)
+            self._on_restore(policy_set)
+        except Exception as err:
+            self._fallback_failed = True  # the same copy would fail again: not retried
+            log.error("the last good policy set of this instance does not load either (%s); "
+                      "not ready until the policy directories are fixed",
+                      "; ".join(render_errors(err)))
+            return
+        self._policy_set = policy_set
+        self._set_status(version=_version(policy_set) or "last-good", loaded_at=self._clock(),
+                         files=tuple(sorted(sources)), from_last_good=True)
+        log.warning("serving policy set %s, the last good set of this instance, until the policy "
+                    "directories %s load again (their errors are above and in /status)",
+                    self._status.version, ", ".join(self._dirs))
+        self._on_error(self._status)
 
     def _set_status(self, **changes: Any) -> None:
         self._status = replace(self._status, **changes)

@@ -1,8 +1,18 @@
-"""``policy-extender serve``: run the extender service under gunicorn."""
+"""``policy-extender serve``: run the extender service under gunicorn.
+
+The process that runs this command is gunicorn's master. Before gunicorn starts, it becomes an
+*instance* (``policy_extender.instance``): it claims an explicit ``sqlite:PATH`` store (refusing to
+start when another live master owns it), makes its private runtime directory (the default
+session store, the metrics directory, the last good policy set) and hands the resolved
+configuration to the workers it forks. The directory is removed when the master exits
+(gunicorn's ``on_exit`` hook, and in any case when ``run`` returns or raises).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 
 HELP = "run the extender service (gunicorn) on the policy directories"
@@ -28,12 +38,48 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from policy_extender import logs
     logs.configure(config.log_level, config.log_format)
-    policies_ok = _policies_compile(config, announce=args.check)
     if args.check:
+        policies_ok = _policies_compile(config, announce=True)
         print(config)
         return 0 if policies_ok else 1
-    ExtenderApplication(config).run()
+    return _serve(config)
+
+
+def _serve(config) -> int:
+    """Become an instance, run gunicorn, and always remove the runtime directory afterwards."""
+    from policy_extender import instance as instance_module
+    from policy_extender.store import LastGoodCopy
+    signal.signal(signal.SIGTERM, _exit_on_signal)  # until gunicorn installs its own handlers
+    try:
+        instance = instance_module.start(config)
+    except instance_module.InstanceError as exc:
+        print(f"policy-extender serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        _log_instance(instance)
+        _policies_compile(instance.config, announce=False, last_good=LastGoodCopy(instance.last_good_path))
+        ExtenderApplication(instance.config, instance).run()
+    finally:
+        instance.close()  # a no-op in forked workers unwinding through here
     return 0
+
+
+def _exit_on_signal(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _log_instance(instance) -> None:
+    import logging
+    log = logging.getLogger("policy_extender.instance")
+    log.info("instance runtime directory %s (master pid %d): session store %s, metrics %s",
+             instance.runtime_dir, os.getpid(), _shown_store(instance.config.session_store),
+             os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+
+def _shown_store(spec: str) -> str:
+    """The store setting without a password (``redis://:secret@host`` -> ``redis://***@host``)."""
+    scheme, sep, rest = spec.partition("://")
+    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}" if sep and "@" in rest else spec
 
 
 def _given_flags(args: argparse.Namespace) -> dict:
@@ -41,17 +87,19 @@ def _given_flags(args: argparse.Namespace) -> dict:
     return {opt.name: getattr(args, opt.name) for opt in OPTIONS if getattr(args, opt.name) is not None}
 
 
-def _policies_compile(config, announce: bool) -> bool:
+def _policies_compile(config, announce: bool, last_good=None) -> bool:
     """Load the policies once in the master and say what was found.
 
     A broken set does not stop the service: it starts not ready (``/readyz`` 503 with the errors)
     and becomes ready by itself when the files are fixed (a ConfigMap update), which is kinder to
     a Kubernetes rollout than a crash loop. ``--check`` turns the errors into exit status 1.
     When serving, the reloader's own log lines (in the configured text or JSON format) say what
-    was loaded; ``--check`` prints it instead (``announce``).
+    was loaded; ``--check`` prints it instead (``announce``). A good set is saved as the
+    instance's ``last_good`` copy before any worker starts (``store.LastGoodCopy``).
     """
     from policy_extender.reload import PolicyReloader
-    status = PolicyReloader(config.policy_dirs, 0, inotify=False).reload_now()
+    save = (lambda ps: last_good.save(ps.version, ps.sources)) if last_good is not None else None
+    status = PolicyReloader(config.policy_dirs, 0, on_change=save, inotify=False).reload_now()
     if not announce:
         return status.ready
     if status.ready:
@@ -69,8 +117,9 @@ def _application_class():
     class ExtenderApplication(BaseApplication):
         """gunicorn with our settings and our app factory (no gunicorn command line)."""
 
-        def __init__(self, config) -> None:
+        def __init__(self, config, instance=None) -> None:
             self.config_ = config
+            self.instance = instance  # instance.Instance: the runtime directory, removed at exit
             super().__init__()
 
         def load_config(self) -> None:
@@ -81,10 +130,11 @@ def _application_class():
 
         def load(self):
             from policy_extender.web import create_app
-            return create_app(self.config_)
+            runtime_dir = self.instance.runtime_dir if self.instance is not None else None
+            return create_app(self.config_, runtime_dir=runtime_dir)
 
     return ExtenderApplication
 
 
-def ExtenderApplication(config):  # noqa: N802 - builds the class lazily: --help never imports gunicorn
-    return _application_class()(config)
+def ExtenderApplication(config, instance=None):  # noqa: N802 - builds the class lazily: --help never imports gunicorn
+    return _application_class()(config, instance)

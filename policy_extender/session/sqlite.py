@@ -5,8 +5,9 @@ state need not survive a power cut), a busy timeout so concurrent writers queue 
 failing. Each process opens its own connection lazily, after fork (a connection inherited
 through fork must never be used), and each thread its own, so threads read concurrently.
 
-The default file lives on ``/dev/shm`` when it exists: tmpfs is fast, and nothing survives a pod
-restart, which is right for state that lives one scheduling cycle.
+The default file (``sqlite:``) is private to one instance: it lives in the instance's runtime
+directory (``policy_extender.instance``), on ``/dev/shm`` when it is writable: tmpfs is fast, and
+nothing survives a pod restart, which is right for state that lives one scheduling cycle.
 
 The file itself may be deleted or replaced under a running service (tmpfs cleaned, a volume
 remounted): the processes that have it open would go on with the old inode while a process that
@@ -26,18 +27,17 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from policy_extender.instance import STORE_FILE as DEFAULT_FILE_NAME
 from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
                                            SessionCounts, new_session_id, new_tip)
 
 log = logging.getLogger("policy_extender.session")
 
-DEFAULT_FILE_NAME = "policy-extender-session.sqlite3"
 #: seconds between two checks that the path still names the file this process has open
 CHECK_SECONDS = 0.25
 #: ``PRAGMA user_version`` of the schema below; a file with another one is rebuilt
@@ -68,10 +68,10 @@ CREATE TABLE IF NOT EXISTS session_count (name TEXT PRIMARY KEY, value INTEGER N
 
 
 def default_path() -> str:
-    """``/dev/shm/<file>`` when /dev/shm is a writable directory, else the temp dir."""
-    shm = "/dev/shm"
-    directory = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
-    return os.path.join(directory, DEFAULT_FILE_NAME)
+    """``<runtime dir>/sessions.sqlite3``: the instance's own file (``serve`` resolves ``sqlite:``
+    to it in the master), or, outside ``serve``, one private to this process (instance.py)."""
+    from policy_extender.instance import process_runtime_dir
+    return os.path.join(process_runtime_dir(), DEFAULT_FILE_NAME)
 
 
 class SqliteStore:

@@ -20,15 +20,17 @@ from policy_extender.web.service import RequestRecord, Service
 log = logging.getLogger("policy_extender.web")
 
 
-def create_app(config: Config | None = None, *, sessions=None, start: bool = True) -> Flask:
-    """A Flask app serving ``config`` (defaults when None); ``sessions`` overrides the store."""
+def create_app(config: Config | None = None, *, sessions=None, start: bool = True,
+               runtime_dir: str | None = None) -> Flask:
+    """A Flask app serving ``config`` (defaults when None); ``sessions`` overrides the store;
+    ``runtime_dir`` is the instance's private directory (``serve`` passes it; see instance.py)."""
     from policy_extender.logs import RequestIdMiddleware
     from policy_extender.web.dispatch import VerbDispatch
     from policy_extender.web.ops import ops
     from policy_extender.web.session_gaps import SessionGaps, late_open_watch
 
     app = Flask("policy_extender")
-    svc = Service(config or Config(), sessions=sessions)
+    svc = Service(config or Config(), sessions=sessions, runtime_dir=runtime_dir)
     svc.session_gaps = SessionGaps()
     app.extensions["policy_extender"] = svc
     app.register_blueprint(ops)

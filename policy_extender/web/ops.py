@@ -32,13 +32,15 @@ def readyz():
 
 @ops.get("/status")
 def status():
-    """Policy version, when loaded, files, last reload errors, the session head, and the calls of
-    the two most recent cycles that came without a session or with a job the snapshot lacks."""
+    """Policy version, when loaded, files, last reload errors, the session head, the calls of the
+    two most recent cycles that came without a session or with a job the snapshot lacks, and the
+    instance's private runtime directory (null outside ``serve``)."""
     svc = service()
     policy = svc.policy_status.as_dict()
     gaps = svc.session_gaps.status() if svc.session_gaps is not None else None
     return jsonify(policy=policy, policy_version=policy["version"], loaded_at=policy["loaded_at"],
                    files=policy["files"], session=_session(svc), pid=os.getpid(),
+                   runtime_dir=svc.runtime_dir,
                    verbs={path: kind for path, kind in svc.routes.items()}, session_gaps=gaps)
 
 

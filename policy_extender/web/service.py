@@ -3,18 +3,22 @@
 It owns the configuration, the policy versions (``store.PolicyStore`` fed by a
 ``reload.PolicyReloader``), the shared session store and this worker's session cache, and the
 request-finished callbacks (metrics, logs) that every verb call reports to.
+
+Under ``serve`` it also gets the instance's private runtime directory (``instance.py``): each set
+it activates from the policy directories is saved there (``store.LastGoodCopy``), and a worker
+that starts while the directories are broken serves that copy (docs/reload.md).
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from policy_extender.config import Config
 from policy_extender.reload import PolicyReloader, ReloadStatus
-from policy_extender.store import PolicyStore
+from policy_extender.store import LastGoodCopy, PolicyStore
 
 log = logging.getLogger("policy_extender.web")
 
@@ -45,12 +49,16 @@ def open_session_store(config: Config) -> Any:
 class Service:
     """One worker's policies, sessions and callbacks (see the module docstring)."""
 
-    def __init__(self, config: Config, sessions: Any | None = None) -> None:
+    def __init__(self, config: Config, sessions: Any | None = None, runtime_dir: str | None = None) -> None:
         self.config = config
+        self.runtime_dir = runtime_dir
         self.routes: dict[str, str] = config.verb_paths()
         self.policies = PolicyStore()
+        self.last_good = LastGoodCopy(_last_good_path(runtime_dir)) if runtime_dir else None
         self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval,
-                                       on_change=self._activate, on_error=self._reload_failed)
+                                       on_change=self._activate, on_restore=self._serve,
+                                       on_status=_set_policy_metrics,
+                                       fallback=self._last_good_sources if self.last_good else None)
         self.sessions = sessions if sessions is not None else open_session_store(config)
         self.session_cache = _session_cache(self.sessions)
         self.finished: list[RequestFinished] = []
@@ -86,13 +94,19 @@ class Service:
                 log.exception("request-finished callback %r failed", callback)
 
     def _activate(self, policy_set: Any) -> None:
+        """A good set loaded from the policy directories: serve it, and keep it for later workers."""
+        self._serve(policy_set)
+        if self.last_good is not None:
+            self.last_good.save(policy_set.version, policy_set.sources)
+
+    def _serve(self, policy_set: Any) -> None:
         from policy_extender.wire import decode
         decode.prepare(policy_set.reads)  # before it serves: no request builds a decoder
         self.policies.activate(policy_set)
-        _set_policy_metrics(policy_set.version, time.time(), True, 0)
 
-    def _reload_failed(self, status: ReloadStatus) -> None:
-        _set_policy_metrics(status.version, status.loaded_at or 0.0, False, len(status.errors))
+    def _last_good_sources(self) -> dict[str, str] | None:
+        found = self.last_good.load() if self.last_good is not None else None
+        return found[1] if found else None
 
 
 def _session_cache(sessions: Any) -> Any:
@@ -112,6 +126,13 @@ def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
     return recorder_for(config, policies, sessions)
 
 
-def _set_policy_metrics(version: str | None, loaded_at: float, ok: bool, errors: int) -> None:
+def _last_good_path(runtime_dir: str) -> str:
+    from policy_extender.instance import LAST_GOOD_FILE
+    return os.path.join(runtime_dir, LAST_GOOD_FILE)
+
+
+def _set_policy_metrics(status: ReloadStatus) -> None:
+    """The policy gauges follow the reload status (every change of it)."""
     from policy_extender import metrics
-    metrics.set_policy_status(version, loaded_at, ok, errors)
+    metrics.set_policy_status(status.version, status.last_success_at or 0.0, status.last_reload_ok,
+                              len(status.errors))

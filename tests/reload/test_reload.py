@@ -234,3 +234,78 @@ def test_sighup_forces_an_immediate_reload(volume, language, make_reloader, acti
         assert wait_for(lambda: reloader.status.reloads_ok == 3)
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+# ---------------------------------------------------------------------------------------------
+# the instance's last good set, for a reloader that starts while the files are broken
+
+
+@pytest.fixture
+def last_good(tmp_path):
+    from policy_extender.store import LastGoodCopy
+    return LastGoodCopy(str(tmp_path / "runtime" / "last-good.json"))
+
+
+def test_a_reloader_starting_on_broken_files_serves_the_instances_last_good_set(
+        volume, language, make_reloader, activated, last_good, tmp_path):
+    os.makedirs(tmp_path / "runtime")
+    good = {"a.policy": language.good(1)}
+    last_good.save(language.compile(good).version, good)
+    volume.update({"a.policy": language.broken()})
+    restored, errors_seen = [], []
+    status = make_reloader(fallback=lambda: last_good.load()[1], on_restore=restored.append,
+                           on_error=errors_seen.append).start().status
+    assert status.ready and status.from_last_good
+    assert status.version == language.compile(good).version and status.files == ("a.policy",)
+    assert status.last_reload_ok is False and status.errors[0].startswith("a.policy:2:")
+    assert [language.score_of(ps) for ps in restored] == [1] and activated == []
+    assert errors_seen[-1].version == status.version and not errors_seen[-1].last_reload_ok
+
+
+def test_after_the_last_good_set_the_fixed_files_load_as_usual(volume, language, make_reloader, activated,
+                                                               last_good, tmp_path):
+    os.makedirs(tmp_path / "runtime")
+    good = {"a.policy": language.good(1)}
+    last_good.save(language.compile(good).version, good)
+    volume.update({"a.policy": language.broken()})
+    reloader = make_reloader(fallback=lambda: last_good.load()[1]).start()
+    assert reloader.status.from_last_good
+    volume.update({"a.policy": language.good(2)})
+    assert reloader.poll()
+    status = reloader.status
+    assert status.last_reload_ok and not status.from_last_good and status.errors == ()
+    assert [language.score_of(ps) for ps in activated] == [1, 2]  # on_restore defaults to on_change
+
+
+def test_without_a_last_good_set_a_broken_start_stays_not_ready(volume, language, make_reloader, last_good):
+    volume.update({"a.policy": language.broken()})
+    status = make_reloader(fallback=lambda: (last_good.load() or (None, None))[1]).start().status
+    assert not status.ready and not status.from_last_good and status.errors
+
+
+def test_a_last_good_copy_that_does_not_compile_leaves_the_reloader_not_ready(
+        volume, language, make_reloader, caplog):
+    volume.update({"a.policy": language.broken()})
+    with caplog.at_level(logging.ERROR, logger="policy_extender.reload"):
+        status = make_reloader(fallback=lambda: {"a.policy": language.broken()}).start().status
+    assert not status.ready
+    assert "the last good policy set of this instance does not load either" in caplog.text
+
+
+def test_the_last_good_copy_is_replaced_whole_and_never_read_half_written(last_good, tmp_path):
+    os.makedirs(tmp_path / "runtime")
+    assert last_good.load() is None
+    last_good.save("v1", {"a.policy": "score 1\n"})
+    last_good.save("v2", {"a.policy": "score 2\n", "b.policy": "score 3\n"})
+    assert last_good.load() == ("v2", {"a.policy": "score 2\n", "b.policy": "score 3\n"})
+    assert os.listdir(tmp_path / "runtime") == ["last-good.json"]  # no temporary file left
+    (tmp_path / "runtime" / "last-good.json").write_text('{"sources": {"a.policy": ')
+    assert last_good.load() is None  # unreadable: ignored (and logged), never half a set
+
+
+def test_saving_the_last_good_copy_never_fails_the_activation(tmp_path, caplog):
+    from policy_extender.store import LastGoodCopy
+    copy = LastGoodCopy(str(tmp_path / "missing-dir" / "last-good.json"))
+    with caplog.at_level(logging.WARNING, logger="policy_extender.store"):
+        copy.save("v1", {"a.policy": "score 1\n"})
+    assert "could not save the last good policy set v1" in caplog.text

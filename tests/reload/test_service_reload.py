@@ -6,10 +6,13 @@ the kubelet's way (new timestamped directory, ``..data`` renamed over, old direc
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
 import threading
 import time
+from collections import Counter
 
 import pytest
 
@@ -177,3 +180,89 @@ def test_sighup_to_a_worker_reloads_that_worker_at_once(volume, language, start_
         os.kill(pid, signal.SIGHUP)
     assert server.wait_all_on(version_of(language, v2), timeout=10) < 10
     assert set(server.worker_versions()) == set(workers)  # the same processes, not restarted
+
+
+class Recorder(threading.Thread):
+    """Calls ``call()`` until stopped, recording each outcome: a score, ``"HTTP <status>"`` for a
+    non-200 answer, or ``"dropped"`` when the connection failed (a SIGKILLed worker's)."""
+
+    def __init__(self, call) -> None:
+        super().__init__(daemon=True)
+        self.call = call
+        self.outcomes: list = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.outcomes.append(self.call())
+            except (OSError, http.client.HTTPException):
+                self.outcomes.append("dropped")
+
+    def stop(self) -> list:
+        self.stopping.set()
+        self.join(timeout=15)
+        return self.outcomes
+
+
+def prioritize_score(server: Server, body: bytes):
+    status, raw = server.post("prioritize", body)
+    if status != 200:
+        return f"HTTP {status}"
+    scores = set(json.loads(raw)["nodeScore"].values())
+    return scores.pop() if len(scores) == 1 else f"mixed scores {sorted(scores)}"
+
+
+def statuses_of_every_worker(server: Server, not_pids: set[int] = frozenset(), timeout: float = 30) -> dict:
+    """{pid: /status} of ``server.workers`` workers none of whose pids is in ``not_pids``."""
+    seen: dict[int, dict] = {}
+    deadline = time.monotonic() + timeout
+    while len(seen) < server.workers and time.monotonic() < deadline:
+        _, status = server.get("/status")
+        if status["pid"] not in not_pids:
+            seen[status["pid"]] = status
+    assert len(seen) == server.workers, f"only {sorted(seen)} answered (old: {sorted(not_pids)})"
+    return seen
+
+
+def test_workers_that_start_while_the_mount_is_broken_serve_the_last_good_set(volume, language, start_server):
+    good = {"a.policy": language.good(1)}
+    volume.update(good)
+    server = start_server(workers=2)
+    v1 = version_of(language, good)
+    server.wait_all_on(v1)
+    body = sample("prioritize")
+    scores = [Recorder(lambda: prioritize_score(server, body)) for _ in range(3)]
+    readyz = Recorder(lambda: server.request("GET", "/readyz")[0])
+    for recorder in (*scores, readyz):
+        recorder.start()
+
+    volume.update({"a.policy": language.broken()})  # the kubelet's way: ..data swapped
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(s["policy"]["last_reload_ok"] for s in statuses_of_every_worker(server).values()):
+        time.sleep(0.1)
+    first = statuses_of_every_worker(server)
+
+    os.kill(min(first), signal.SIGKILL)  # gunicorn forks a replacement, which boots on broken files
+    replaced = statuses_of_every_worker(server, not_pids={min(first)})
+    server.process.send_signal(signal.SIGHUP)  # gunicorn replaces every worker, all on broken files
+    restarted = statuses_of_every_worker(server, not_pids=set(first) | set(replaced), timeout=60)
+    time.sleep(1.0)
+    outcomes = [o for recorder in scores for o in recorder.stop()]
+    probes = readyz.stop()
+
+    for status in (*replaced.values(), *restarted.values()):
+        policy = status["policy"]
+        assert status["policy_version"] == v1 and policy["ready"]
+        assert policy["last_reload_ok"] is False and policy["errors"][0].startswith("a.policy:2:")
+    (new_pid,) = set(replaced) - set(first)
+    assert replaced[new_pid]["policy"]["from_last_good"]  # the replacement booted on broken files
+    assert all(s["policy"]["from_last_good"] for s in restarted.values())
+    metrics = server.request("GET", "/metrics")[1].decode()
+    assert "policy_extender_policy_last_reload_successful 0.0" in metrics
+    answered = Counter(o for o in outcomes if o != "dropped")
+    print(f"\nrestart with a broken mount: {len(outcomes)} prioritize calls, answers {dict(answered)}, "
+          f"{outcomes.count('dropped')} dropped (the SIGKILLed worker's), /readyz {dict(Counter(probes))}")
+    assert set(answered) == {1}, "an answer came from no policy set (503) or another version"
+    assert set(probes) - {"dropped"} == {200}
+    assert outcomes.count("dropped") <= len(scores) and probes.count("dropped") <= 1  # the kill only

@@ -14,8 +14,12 @@ from policy_extender.session.sqlite import DEFAULT_FILE_NAME, SqliteStore, defau
 
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="this host has no /dev/shm")
-def test_the_default_file_is_on_tmpfs():
-    assert default_path() == os.path.join("/dev/shm", DEFAULT_FILE_NAME)
+def test_the_default_file_is_on_tmpfs_in_a_directory_of_this_process_only():
+    path = default_path()
+    directory = os.path.dirname(path)
+    assert os.path.basename(path) == DEFAULT_FILE_NAME
+    assert os.path.dirname(directory) == "/dev/shm"
+    assert os.stat(directory).st_mode & 0o777 == 0o700
 
 
 def test_the_file_is_in_wal_mode(tmp_path):

@@ -73,6 +73,10 @@ class VolcanoClient:
     def parallel(self, verb: str, bodies: list, fresh: bool = False) -> list:
         return list(self._pool.map(lambda body: self.call(verb, body, fresh), bodies))
 
+    def parallel_map(self, function, items: list) -> list:
+        """``function(item)`` for every item, ``workers`` at once (each thread its connection)."""
+        return list(self._pool.map(function, items))
+
     def parallel_get(self, path: str, times: int) -> list[dict]:
         """``GET path`` ``times`` times, 16 at once, each on a new connection."""
         return list(self._pool.map(lambda _: self.get(path)[1], range(times)))
@@ -93,22 +97,27 @@ class Server:
     The one harness for every test that needs the real service (web, reload, replay, reliability,
     soak): ``extra_args`` adds serve flags, ``pythonpath`` goes before the repository on
     ``PYTHONPATH`` (the reload tests hide watchdog that way). Without ``session_store`` each
-    server gets a SQLite file of its own.
+    server gets a SQLite file of its own; ``instance_defaults`` instead leaves the session store
+    and ``PROMETHEUS_MULTIPROC_DIR`` unset, as a user who just runs ``serve`` does.
     """
 
     def __init__(self, state_dir: Path, policy_dir: Path, session_store: str | None = None, workers: int = 2,
                  threads: int = 8, extra_args: tuple[str, ...] = (), reload_interval: float = 0.0,
-                 pythonpath: str = "") -> None:
+                 pythonpath: str = "", instance_defaults: bool = False) -> None:
         state_dir = Path(state_dir)
         self.port = free_port()
         self.workers = workers
         self.log_path = state_dir / f"server-{self.port}.log"
         session_store = session_store or f"sqlite:{state_dir / f'sessions-{self.port}.sqlite'}"
+        store_args = () if instance_defaults else ("--session-store", session_store)
         args = [sys.executable, "-m", "policy_extender", "serve", "--bind", f"127.0.0.1:{self.port}",
                 "--workers", str(workers), "--threads", str(threads), "--policy-dirs", str(policy_dir),
-                "--session-store", session_store, "--reload-interval", str(reload_interval), *extra_args]
+                *store_args, "--reload-interval", str(reload_interval), *extra_args]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [pythonpath, str(REPO)])),
                "PROMETHEUS_MULTIPROC_DIR": str(state_dir / f"metrics-{self.port}")}
+        if instance_defaults:
+            env.pop("PROMETHEUS_MULTIPROC_DIR")
+            env.pop("POLICY_EXTENDER_SESSION_STORE", None)
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(args, cwd=state_dir, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
