@@ -265,12 +265,13 @@ class Compiler:
     def indexed(self, node: ast.Aggregate, slot: int) -> Fn | None:
         """The elements of an aggregate over ``session.allocations`` (or ``evictions``) whose
         condition is a conjunction with ``a.node == x`` (or ``job``, ``queue``), read from the
-        index: only the bucket of ``x``. None when the aggregate is not of that shape.
+        index: only the bucket of ``x`` (with several such conjuncts, the smallest of their
+        buckets, narrowed by the others' keys). None when the aggregate is not of that shape.
 
         The results are those of the plain loop, errors included: the conjuncts evaluated before
-        the indexed one (in ``and`` order) must be ones that cannot fail or spend work (plain
+        the indexed ones (in ``and`` order) must be ones that cannot fail or spend work (plain
         comparisons of fields and literals), and ``x`` is such a path that does not read the loop
-        variable, so an element outside the bucket would only have made the condition false; the
+        variable, so an element outside a bucket would only have made the condition false; the
         whole list's size is charged to the work budget as the loop would charge it; the bucket
         keeps the list's order; and each element of the bucket is tested with the whole condition.
         """
@@ -278,17 +279,22 @@ class Compiler:
         if not (isinstance(iterable, ast.Field) and iterable.name in ("allocations", "evictions")
                 and self.type_of(iterable.obj) == "session" and node.cond is not None):
             return None
+        keys = []  # every indexable conjunct before the first one that is not safe
         for conjunct in _conjuncts(node.cond):
             key = self.index_key(conjunct, slot)
             if key is not None:
+                keys.append(key)
+            elif not self.safe(conjunct, slot):
                 break
-            if not self.safe(conjunct, slot):
-                return None
-        else:
+        if not keys:
             return None
-        field, key_node = key
-        session, key_fn, name, span = self.expr(iterable.obj), self.expr(key_node), iterable.name, node.span
-        return lambda c: _bucket(c, session(c).placements(name), field, key_fn(c), span)
+        session, name, span = self.expr(iterable.obj), iterable.name, node.span
+        if len(keys) == 1:
+            [(field, key_node)] = keys
+            key_fn = self.expr(key_node)
+            return lambda c: _bucket(c, session(c).placements(name), ((field, key_fn(c)),), span)
+        fns = [(field, self.expr(key_node)) for field, key_node in keys]
+        return lambda c: _bucket(c, session(c).placements(name), [(f, k(c)) for f, k in fns], span)
 
     def index_key(self, node, slot: int) -> tuple[str, object] | None:
         """(field, key expression) when ``node`` is ``v.field == key`` or ``key == v.field`` with
@@ -385,14 +391,27 @@ def _elements(c: Context, items: Fn, span) -> list:
     return _spent(c, values, span) if values else values
 
 
-def _bucket(c: Context, placements, field: str, key, span) -> list:
-    """The elements of an indexed aggregate: the bucket of ``key``, after the bound and the charge
-    the whole list would have met (``_elements``), so indexing never changes an error."""
+def _bucket(c: Context, placements, keys, span) -> list:
+    """The elements of an indexed aggregate: the smallest bucket of ``keys`` ((field, value)
+    pairs), after the bound and the charge the whole list would have met (``_elements``), so
+    indexing never changes an error."""
     size = placements.size
     runtime.bounded(size, span)
     if size:
         _charge(c, size, span)
-    return placements.bucket(field, key)
+    if len(keys) == 1:
+        return placements.bucket(*keys[0])
+    buckets = sorted(((placements.bucket(field, key), field, key) for field, key in keys), key=_first_len)
+    best = buckets[0][0]
+    for _, field, key in buckets[1:]:  # the other keys, as the bucket lookup compares them
+        if not best:
+            break
+        best = [v for v in best if getattr(v, field) == key] if key is None or type(key) is str else []
+    return best
+
+
+def _first_len(item) -> int:
+    return len(item[0])
 
 
 def _conjuncts(node) -> list:

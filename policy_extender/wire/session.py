@@ -92,6 +92,7 @@ class Placements:
     def changed(self, removed: Iterable[AllocationView], added: Iterable[AllocationView]) -> Placements:
         """New Placements without the views ``removed`` (found by task, job, queue and node) and
         with ``added`` at the end (their ``_seq`` above every listed one), applied in that order."""
+        removed, added = list(removed), list(added)
         by = {name: dict(buckets) for name, buckets in self._by.items()}
         owned: set[tuple[str, object]] = set()  # buckets copied in this call, safe to edit in place
         size = self.size
@@ -122,6 +123,10 @@ class Placements:
             size += 1
         new = Placements.__new__(Placements)
         new.size, new._by, new._items = size, by, None
+        if self._items is not None:  # a rule reads the whole list: keep it built (a C-level copy)
+            gone = {view.task for view in removed}
+            new._items = [v for v in self._items if v.task not in gone] if gone else list(self._items)
+            new._items.extend(added)
         return new
 
     def __len__(self) -> int:
