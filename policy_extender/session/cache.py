@@ -5,10 +5,11 @@ answers from memory until the database file records a commit or the session expi
 snapshot is fetched and decoded again only when the session id changed. When ``seq`` moved, only
 the events after the ones already applied are fetched (``store.changes``) and applied to the
 counters, so a cycle with thousands of allocations costs each worker O(new events) per request,
-not O(all allocations); the list of this cycle's allocations (``session.allocations``) is changed
-the same way, bucket by bucket (``counts.Counters.moved``). Otherwise the answer comes from memory. Safe for the threads of a
-gthread worker: the fast path only reads one attribute, and catching up happens under a lock,
-once, for every thread that needs it.
+not O(all allocations); the lists of this cycle's allocations and evictions
+(``session.allocations``) change the same way, bucket by bucket (``counts.Counters.moved``).
+Otherwise the answer comes from memory. Safe for the threads of a gthread worker: the fast path
+only reads one attribute, and catching up happens under a lock, once, for every thread that
+needs it.
 
 What the cache holds must be what the store holds, or the call fails (``SessionLost``, a 5xx, so
 Volcano's ``extender.ignorable`` decides) rather than deciding from a picture no other worker has:
