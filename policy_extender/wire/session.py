@@ -123,7 +123,7 @@ class Placements:
             size += 1
         new = Placements.__new__(Placements)
         new.size, new._by, new._items = size, by, None
-        if self._items is not None:  # a rule reads the whole list: keep it built (a C-level copy)
+        if self._items is not None:  # a rule reads the whole list: keep it built (one list copy)
             gone = {view.task for view in removed}
             new._items = [v for v in self._items if v.task not in gone] if gone else list(self._items)
             new._items.extend(added)
