@@ -159,6 +159,13 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("labels", "map[string]", "Queue labels", wire=(("Queue", "metadata", "labels"),)),
         Field("annotations", "map[string]", "Queue annotations", wire=(("Queue", "metadata", "annotations"),)),
     ),
+    "allocation": _fields(
+        Field("task", "string", "UID of the task placed (or evicted)", session=True),
+        Field("job", "string", "UID of the task's job (null for a task without one)", session=True),
+        Field("queue", "string", "name of the job's queue, from the session snapshot (null when the snapshot does not know the job)", session=True),
+        Field("node", "string", "name of the node the task was placed on (or evicted from)", session=True),
+        Field("requests", "resources", "resources the task requests", _RES, session=True),
+    ),
     "session": _fields(
         Field("open", "bool", "a session (onSessionOpen without onSessionClose) is open", session=True),
         Field("allocated", "counts", "everything allocated in this cycle", session=True),
@@ -168,6 +175,8 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("queues", "map[counts]", "allocated this cycle, by queue name", session=True),
         Field("jobs", "map[counts]", "allocated this cycle, by job UID", session=True),
         Field("nodes", "map[counts]", "allocated this cycle, by node name", session=True),
+        Field("allocations", "list[allocation]", "the tasks placed this cycle (net +1), in the order of the events that placed them; aggregate over it to count by job and node together, or only some tasks", session=True),
+        Field("evictions", "list[allocation]", "the tasks that ran before this cycle and were evicted in it (net -1), in event order", session=True),
     ),
 }
 

@@ -324,7 +324,8 @@ class Checker:
     def object_field(self, node: ast.Field, obj: Typed, scope: Scope) -> Typed:
         f = schema.field(obj.type, node.name)
         if f is None:
-            hint = _resource_hint(node.name) if obj.type in ("resources", "counts") else None
+            hint = (_counts_hint(node.name) if obj.type == "counts"
+                    else _resource_hint(node.name) if obj.type == "resources" else None)
             return self.error("E201", f"unknown field '{node.name}' on {obj.type}"
                               f"{_did_you_mean(node.name, schema.TYPES[obj.type])}", node.name_span, hint)
         if f.session and scope.kind and not (obj.type == "session" and f.name == "open"):
@@ -346,6 +347,10 @@ class Checker:
         t = obj.type
         if types.is_map(t) or t in schema.INDEX_TYPES:
             self.key_type(node, key, "string")
+            if t == "counts" and isinstance(node.key, ast.Literal) and isinstance(node.key.value, str):
+                problem = _counts_key_problem(node.key.value)
+                if problem is not None:
+                    return self.error("E201", problem[0], node.key.span, problem[1])
             if t in schema.INDEX_TYPES:
                 self.resource_read(node, obj)
                 return Typed(schema.INDEX_TYPES[t])
@@ -627,6 +632,42 @@ def _name_hint(scope: Scope) -> str:
 
 def _resource_hint(name: str) -> str:
     return f"read other resources by their full name with brackets, e.g. [\"nvidia.com/{name}\"]"
+
+
+#: What ``counts`` counts besides resources is ``tasks``; these words name other things, never a
+#: resource: a key or field ending in one wants session.allocations.
+_NOT_RESOURCES = frozenset({"task", "tasks", "job", "jobs", "node", "nodes", "queue", "queues",
+                            "allocation", "allocations", "eviction", "evictions"})
+#: Kubernetes resource names without a domain (any other resource is "domain/name").
+_NATIVE_RESOURCES = frozenset({"cpu", "memory", "storage", "ephemeral-storage", "pods",
+                               *schema.RESOURCE_SHORTHANDS})
+_ALLOCATIONS_HINT = ("to count this cycle's allocations by job and node together, or only some of them, "
+                     "aggregate over session.allocations, e.g. count(a for a in session.allocations "
+                     "if a.job == task.job_id and a.node == node.name and a.requests.gpu > 0)")
+_COUNTS_FIELDS = "counts has .tasks and the resources .cpu, .memory, .gpu, .pods, .ephemeral_storage"
+
+
+def _counts_hint(name: str) -> str:
+    """The hint for an unknown field on ``counts`` (never a made-up resource name)."""
+    if name.lower() in _NOT_RESOURCES:
+        return f"{_COUNTS_FIELDS}; {_ALLOCATIONS_HINT}"
+    return f"{_COUNTS_FIELDS}; read another resource by its full name in brackets, e.g. [\"nvidia.com/gpumem\"]"
+
+
+def _counts_key_problem(key: str) -> tuple[str, str] | None:
+    """(message, hint) when ``counts[key]`` can only read 0: ``key`` names no resource."""
+    last = key.rsplit("/", 1)[-1]
+    if key in ("tasks", "task"):
+        return (f"unknown key '{key}' on counts: the number of tasks is a field",
+                "write .tasks, e.g. session.node.tasks")
+    if last.lower() in _NOT_RESOURCES:
+        return (f"unknown key '{key}' on counts: counts holds the number of tasks and resource amounts, "
+                f"not {last}", _ALLOCATIONS_HINT)
+    if "/" not in key and key not in _NATIVE_RESOURCES and not key.startswith(("hugepages-", "attachable-volumes-")):
+        return (f"unknown key '{key}' on counts: a resource other than cpu, memory, storage, "
+                "ephemeral-storage, pods and hugepages-* is named with its domain",
+                f"{_COUNTS_FIELDS}; read another resource by its full name, e.g. [\"nvidia.com/gpumem\"]")
+    return None
 
 
 def _result_hint(kind: str) -> str:

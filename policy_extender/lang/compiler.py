@@ -16,6 +16,7 @@ from policy_extender.errors import EvalError
 from policy_extender.lang import ast, runtime, types
 from policy_extender.lang.builtins import BUILTINS
 from policy_extender.lang.checker import Checked, CheckedRule
+from policy_extender.wire.session import INDEXED
 
 Fn = Callable[["Context"], object]
 _UNSET = object()
@@ -249,11 +250,118 @@ class Compiler:
         return lambda c: fa(c) if ft(c) is True else fb(c)
 
     def expr_Aggregate(self, node: ast.Aggregate) -> Fn:
-        items, elem = self.expr(node.iterable), self.expr(node.elem)
+        elem = self.expr(node.elem)
         cond = self.expr(node.cond) if node.cond is not None else None
         slot, span = self.checked.slots[id(node)], node.span
         bool_elem = self.type_of(node.elem) == "bool"
-        return _AGGREGATES[node.func](items, elem, cond, slot, span, bool_elem)
+        source = self.indexed(node, slot)
+        if source is None:
+            items = self.expr(node.iterable)
+            source = lambda c: _elements(c, items, span)  # noqa: E731
+        return _AGGREGATES[node.func](source, elem, cond, slot, span, bool_elem)
+
+    # --- the index of session.allocations / session.evictions ---------------------------------------
+
+    def indexed(self, node: ast.Aggregate, slot: int) -> Fn | None:
+        """The elements of an aggregate over ``session.allocations`` (or ``evictions``) whose
+        condition is a conjunction with ``a.node == x`` (or ``job``, ``queue``), read from the
+        index: only the bucket of ``x`` (with several such conjuncts, the smallest of their
+        buckets, narrowed by the others' keys). None when the aggregate is not of that shape.
+
+        The results are those of the plain loop, errors included: the conjuncts evaluated before
+        the indexed ones (in ``and`` order) must be ones that cannot fail or spend work (plain
+        comparisons of fields and literals), and ``x`` is such a path that does not read the loop
+        variable, so an element outside a bucket would only have made the condition false; the
+        whole list's size is charged to the work budget as the loop would charge it; the bucket
+        keeps the list's order; and each element of the bucket is tested with the whole condition.
+        """
+        iterable = node.iterable
+        if not (isinstance(iterable, ast.Field) and iterable.name in ("allocations", "evictions")
+                and self.type_of(iterable.obj) == "session" and node.cond is not None):
+            return None
+        keys = []  # every indexable conjunct before the first one that is not safe
+        for conjunct in _conjuncts(node.cond):
+            key = self.index_key(conjunct, slot)
+            if key is not None:
+                keys.append(key)
+            elif not self.safe(conjunct, slot):
+                break
+        if not keys:
+            return None
+        session, name, span = self.expr(iterable.obj), iterable.name, node.span
+        if len(keys) == 1:
+            [(field, key_node)] = keys
+            key_fn = self.expr(key_node)
+            return lambda c: _bucket(c, session(c).placements(name), ((field, key_fn(c)),), span)
+        fns = [(field, self.expr(key_node)) for field, key_node in keys]
+        return lambda c: _bucket(c, session(c).placements(name), [(f, k(c)) for f, k in fns], span)
+
+    def index_key(self, node, slot: int) -> tuple[str, object] | None:
+        """(field, key expression) when ``node`` is ``v.field == key`` or ``key == v.field`` with
+        ``v`` the loop variable, ``field`` indexed, both sides strings and ``key`` a safe path."""
+        if not (isinstance(node, ast.Binary) and node.op == "=="):
+            return None
+        for mine, other in ((node.left, node.right), (node.right, node.left)):
+            if (isinstance(mine, ast.Field) and mine.name in INDEXED and self.is_var(mine.obj, slot)
+                    and self.type_of(mine) == "string" and self.type_of(other) == "string"
+                    and self.path(other, slot)):
+                return mine.name, other
+        return None
+
+    def is_var(self, node, slot: int) -> bool:
+        return isinstance(node, ast.Name) and self.checked.names.get(id(node)) == ("var", slot)
+
+    def path(self, node, slot: int) -> bool:
+        """A value that cannot fail, spends no work and does not read the loop variable: literals,
+        names (a let whose expression is such a path), fields, literal keys, ``??``."""
+        if isinstance(node, ast.Literal):
+            return True
+        if isinstance(node, ast.Name):
+            what, target = self.checked.names.get(id(node), (None, None))
+            if what == "var":
+                return target != slot
+            if what == "let":
+                return self.path(target.expr, slot)
+            if what == "short":
+                return self.path(target, slot)
+            return what == "root"
+        if isinstance(node, ast.Field):
+            return self.path(node.obj, slot)
+        if isinstance(node, ast.Index):
+            return isinstance(node.key, ast.Literal) and self.path(node.obj, slot)
+        if isinstance(node, ast.Binary) and node.op == "??":
+            return self.path(node.left, slot) and self.path(node.right, slot)
+        return False
+
+    def safe(self, node, slot: int) -> bool:
+        """A condition that cannot fail or spend work, whatever the element: ``not``, ``and``,
+        ``or`` of comparisons of fields and literals (equality between operands of one scalar
+        type; ordering always, it never charges work). It may read the loop variable."""
+        if isinstance(node, ast.Literal):
+            return True
+        if isinstance(node, ast.Unary) and node.op == "not":
+            return self.safe(node.operand, slot)
+        if not isinstance(node, ast.Binary):
+            return False
+        if node.op in ("and", "or"):
+            return self.safe(node.left, slot) and self.safe(node.right, slot)
+        operands = self.readable(node.left, slot) and self.readable(node.right, slot)
+        if node.op in _ORDER:
+            return operands
+        left, right = self.type_of(node.left), self.type_of(node.right)
+        return node.op in ("==", "!=") and operands and left == right and left in types.SCALARS
+
+    def readable(self, node, slot: int) -> bool:
+        """A path (``path``) that may also read the loop variable."""
+        if self.is_var(node, slot):
+            return True
+        if isinstance(node, ast.Field):
+            return self.readable(node.obj, slot)
+        if isinstance(node, ast.Index):
+            return isinstance(node.key, ast.Literal) and self.readable(node.obj, slot)
+        if isinstance(node, ast.Binary) and node.op == "??":
+            return self.readable(node.left, slot) and self.readable(node.right, slot)
+        return self.path(node, slot)
 
 
 # --- closure builders (module functions so the closures capture only what they need) -------------
@@ -265,18 +373,52 @@ def _spent(c: Context, value, span):
     one, multiply: the budget bounds the whole evaluation (E512), so no policy can hold a worker.
     """
     if type(value) in (list, dict, str):
-        c.work -= runtime.cost(value)
-        if c.work < 0:
-            raise EvalError("E512", f"evaluation visited more than {runtime.MAX_WORK} elements "
-                            "(nested aggregates or list operations inside one); limit "
-                            f"{runtime.MAX_WORK}", span)
+        _charge(c, runtime.cost(value), span)
     return value
+
+
+def _charge(c: Context, cost: int, span) -> None:
+    c.work -= cost
+    if c.work < 0:
+        raise EvalError("E512", f"evaluation visited more than {runtime.MAX_WORK} elements "
+                        "(nested aggregates or list operations inside one); limit "
+                        f"{runtime.MAX_WORK}", span)
 
 
 def _elements(c: Context, items: Fn, span) -> list:
     """The elements an aggregate visits (bounded), charged to the work budget."""
     values = runtime.iterable(items(c), span)
     return _spent(c, values, span) if values else values
+
+
+def _bucket(c: Context, placements, keys, span) -> list:
+    """The elements of an indexed aggregate: the smallest bucket of ``keys`` ((field, value)
+    pairs), after the bound and the charge the whole list would have met (``_elements``), so
+    indexing never changes an error."""
+    size = placements.size
+    runtime.bounded(size, span)
+    if size:
+        _charge(c, size, span)
+    if len(keys) == 1:
+        return placements.bucket(*keys[0])
+    buckets = sorted(((placements.bucket(field, key), field, key) for field, key in keys), key=_first_len)
+    best = buckets[0][0]
+    for _, field, key in buckets[1:]:  # the other keys, as the bucket lookup compares them
+        if not best:
+            break
+        best = [v for v in best if getattr(v, field) == key] if key is None or type(key) is str else []
+    return best
+
+
+def _first_len(item) -> int:
+    return len(item[0])
+
+
+def _conjuncts(node) -> list:
+    """The operands of a chain of ``and``, in the order they are evaluated."""
+    if isinstance(node, ast.Binary) and node.op == "and":
+        return [*_conjuncts(node.left), *_conjuncts(node.right)]
+    return [node]
 
 
 def _all_true(fns: list[Fn]) -> Fn:
@@ -356,10 +498,10 @@ def _arithmetic(op: str, fl: Fn, fr: Fn, span) -> Fn:
     return arithmetic
 
 
-def _sum(items, elem, cond, slot, span, bool_elem) -> Fn:
+def _sum(source, elem, cond, slot, span, bool_elem) -> Fn:
     def total(c):
         vars_, result = c.vars, 0
-        for x in _elements(c, items, span):
+        for x in source(c):
             vars_[slot] = x
             if cond is None or cond(c) is True:
                 v = elem(c)
@@ -369,10 +511,10 @@ def _sum(items, elem, cond, slot, span, bool_elem) -> Fn:
     return total
 
 
-def _count(items, elem, cond, slot, span, bool_elem) -> Fn:
+def _count(source, elem, cond, slot, span, bool_elem) -> Fn:
     def count(c):
         vars_, result = c.vars, 0
-        for x in _elements(c, items, span):
+        for x in source(c):
             vars_[slot] = x
             if cond is None or cond(c) is True:
                 v = elem(c)
@@ -381,10 +523,10 @@ def _count(items, elem, cond, slot, span, bool_elem) -> Fn:
     return count
 
 
-def _any(items, elem, cond, slot, span, bool_elem) -> Fn:
+def _any(source, elem, cond, slot, span, bool_elem) -> Fn:
     def any_(c):
         vars_ = c.vars
-        for x in _elements(c, items, span):
+        for x in source(c):
             vars_[slot] = x
             if (cond is None or cond(c) is True) and elem(c) is True:
                 return True
@@ -392,10 +534,10 @@ def _any(items, elem, cond, slot, span, bool_elem) -> Fn:
     return any_
 
 
-def _all(items, elem, cond, slot, span, bool_elem) -> Fn:
+def _all(source, elem, cond, slot, span, bool_elem) -> Fn:
     def all_(c):
         vars_ = c.vars
-        for x in _elements(c, items, span):
+        for x in source(c):
             vars_[slot] = x
             if (cond is None or cond(c) is True) and elem(c) is not True:
                 return False
@@ -404,10 +546,10 @@ def _all(items, elem, cond, slot, span, bool_elem) -> Fn:
 
 
 def _extreme(pick):
-    def build(items, elem, cond, slot, span, bool_elem) -> Fn:
+    def build(source, elem, cond, slot, span, bool_elem) -> Fn:
         def extreme(c):
             vars_, best = c.vars, None
-            for x in _elements(c, items, span):
+            for x in source(c):
                 vars_[slot] = x
                 if cond is None or cond(c) is True:
                     v = elem(c)

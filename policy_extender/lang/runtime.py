@@ -84,9 +84,14 @@ def iterable(value: object, span=None) -> list:
     """The elements an aggregate visits: list elements (null → none), bounded."""
     if not isinstance(value, list):
         return []
-    if len(value) > MAX_ITERATIONS:
-        raise EvalError("E512", f"aggregate over {len(value)} elements (limit {MAX_ITERATIONS})", span)
+    bounded(len(value), span)
     return value
+
+
+def bounded(size: int, span=None) -> None:
+    """An aggregate over ``size`` elements is allowed (MAX_ITERATIONS), or raises E512."""
+    if size > MAX_ITERATIONS:
+        raise EvalError("E512", f"aggregate over {size} elements (limit {MAX_ITERATIONS})", span)
 
 
 def cost(value: object) -> int:

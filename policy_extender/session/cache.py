@@ -5,9 +5,11 @@ answers from memory until the database file records a commit or the session expi
 snapshot is fetched and decoded again only when the session id changed. When ``seq`` moved, only
 the events after the ones already applied are fetched (``store.changes``) and applied to the
 counters, so a cycle with thousands of allocations costs each worker O(new events) per request,
-not O(all allocations). Otherwise the answer comes from memory. Safe for the threads of a
-gthread worker: the fast path only reads one attribute, and catching up happens under a lock,
-once, for every thread that needs it.
+not O(all allocations); the lists of this cycle's allocations and evictions
+(``session.allocations``) change the same way, bucket by bucket (``counts.Counters.moved``).
+Otherwise the answer comes from memory. Safe for the threads of a gthread worker: the fast path
+only reads one attribute, and catching up happens under a lock, once, for every thread that
+needs it.
 
 What the cache holds must be what the store holds, or the call fails (``SessionLost``, a 5xx, so
 Volcano's ``extender.ignorable`` decides) rather than deciding from a picture no other worker has:
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy_extender.session.allocation import Allocation, decode_allocation
-from policy_extender.session.counts import Counters, Shift
+from policy_extender.session.counts import Counters, Move
 from policy_extender.session.env import SessionEnv, Snapshot, queue_name_of
 from policy_extender.session.head_watch import watch_for
 from policy_extender.session.store import Change, Head, SessionLost, SessionStore
@@ -200,16 +202,14 @@ class SessionCache:
                 applied + len(changes) == head.seq and (changes[-1].tip if changes else tips[applied]) != head.tip):
             return None  # the session ended or changed between head() and changes()
         overlay: dict[str, tuple[int, Allocation]] = {}
-        shifts: list[Shift] = []
-        for change in changes:
+        moves: list[Move] = []
+        for seq, change in enumerate(changes, applied + 1):
             before = overlay.get(change.task_uid) or records.get(change.task_uid)
             after = (change.net, self._decode(change))
-            if before is not None and before[0]:
-                shifts.append((before[1], -before[0]))
-            if after[0]:
-                shifts.append((after[1], after[0]))
+            moves.append(Move(change.task_uid, before, after, seq))
             overlay[change.task_uid] = after
-        counters = env.counters.apply(shifts, lambda job: queue_name_of(env.snapshot, job))
+        # counts and the lists of allocations and evictions, new objects for what moved only
+        counters = env.counters.moved(moves, lambda job: queue_name_of(env.snapshot, job))
         # every step that could fail is done: publish
         records.update(overlay)
         tips.extend(change.tip for change in changes)

@@ -1,7 +1,7 @@
 """The ``Env`` of an open session (contract in docs/architecture.md).
 
 ``SessionEnv`` is one immutable picture of the open session at one ``seq``: the decoded snapshot
-and this cycle's counters. A request takes one and keeps it, so everything it evaluates agrees,
+and this cycle's counters and lists of allocations and evictions (``counts.Counters``). A request takes one and keeps it, so everything it evaluates agrees,
 while other threads may already use a newer one. With no session the env is the wire layer's
 ``NO_SESSION``.
 """
@@ -48,7 +48,7 @@ class SessionEnv:
 
     def session_view(self, job_uid: str | None, queue_name: str | None,
                      node_name: str | None) -> SessionView:
-        """Counters for a rule; the queue defaults to the job's queue in the snapshot."""
+        """Counters and lists for a rule; the queue defaults to the job's queue in the snapshot."""
         queue_name = queue_name or queue_name_of(self.snapshot, job_uid)
         return self.counters.session_view(job_uid, queue_name, node_name)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from .. import schema
 from .resources import Counts, Resources, _get
-from .session import NO_SESSION, Allocation, NoSession, SessionView, SnapshotEnv, Tally
+from .session import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
-           "Resources", "Counts", "SessionView", "Tally", "Allocation", "NoSession", "NO_SESSION",
+           "Resources", "Counts", "SessionView", "AllocationView", "Tally", "Allocation", "NoSession", "NO_SESSION",
            "SnapshotEnv", "VIEW_TYPES"]
 
 #: Task statuses that count as ready for a job (Volcano's ReadyTaskNum).
@@ -217,5 +217,5 @@ class QueueView(View):
 VIEW_TYPES: dict[str, type] = {
     "task": TaskView, "node": NodeView, "job": JobView, "queue": QueueView,
     "taint": TaintView, "toleration": TolerationView, "resources": Resources, "counts": Counts,
-    "session": SessionView,
+    "session": SessionView, "allocation": AllocationView,
 }

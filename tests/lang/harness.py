@@ -63,9 +63,10 @@ def env_of(case: dict, reads) -> object:
         return NO_SESSION
     jobs = {j["UID"]: _view(decode.decode_job, "job", merged(JOB, j), reads) for j in session.get("jobs", [])}
     queues = {q["Name"]: _view(decode.decode_queue, "queue", merged(QUEUE, q), reads) for q in session.get("queues", [])}
-    allocations = [Allocation(a["task"], a["job"], a["queue"], a["node"], a.get("resources", {}))
-                   for a in session.get("allocations", [])]
-    return SnapshotEnv(jobs, queues, allocations)
+    def listed(key):
+        return [Allocation(a["task"], a["job"], a["queue"], a["node"], a.get("resources", {}))
+                for a in session.get(key, [])]
+    return SnapshotEnv(jobs, queues, listed("allocations"), listed("evictions"))
 
 
 def _view(decoder, key: str, value: dict, reads):
