@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.web.conftest import SAMPLES, write_policies
-from tests.web.volcano import RedisServer, Server, VolcanoClient
+from tests.web.volcano import VolcanoClient, served
 
 pytestmark = pytest.mark.slow
 
@@ -27,17 +27,8 @@ score freed: sum(a.requests.gpu for a in session.evictions if a.node == node.nam
 
 @pytest.fixture(params=["sqlite", "redis"])
 def server(request, tmp_path: Path):
-    policy_dir = write_policies(tmp_path / "policies", POLICIES)
-    redis = RedisServer(tmp_path) if request.param == "redis" else None
-    store = redis.url if redis else f"sqlite:{tmp_path / 'sessions.sqlite3'}"
-    srv = Server(tmp_path, policy_dir, store, workers=2)
-    try:
-        srv.wait_ready()
+    with served(tmp_path, write_policies(tmp_path / "policies", POLICIES), request.param) as srv:
         yield srv
-    finally:
-        srv.stop()
-        if redis:
-            redis.stop()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.web.conftest import SAMPLES, write_policies
-from tests.web.volcano import RedisServer, Server, VolcanoClient
+from tests.web.volcano import VolcanoClient, served
 
 pytestmark = pytest.mark.slow
 
@@ -120,21 +120,8 @@ def idle_gpu(node: dict) -> float:
 
 @pytest.fixture(params=["sqlite", "redis"])
 def server(request, tmp_path: Path):
-    policy_dir = write_policies(tmp_path / "policies", POLICIES)
-    redis = None
-    if request.param == "redis":
-        redis = RedisServer(tmp_path)
-        store = redis.url
-    else:
-        store = f"sqlite:{tmp_path / 'sessions.sqlite3'}"
-    srv = Server(tmp_path, policy_dir, store, workers=2)
-    try:
-        srv.wait_ready()
+    with served(tmp_path, write_policies(tmp_path / "policies", POLICIES), request.param) as srv:
         yield srv
-    finally:
-        srv.stop()
-        if redis:
-            redis.stop()
 
 
 @pytest.fixture

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -201,3 +203,19 @@ class RedisServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+@contextmanager
+def served(state_dir: Path, policy_dir: Path, store_kind: str, workers: int = 2) -> Iterator[Server]:
+    """A ready ``Server`` on a SQLite file of its own or on a real redis-server of its own
+    (``store_kind`` "sqlite" or "redis"), both always stopped."""
+    redis = RedisServer(state_dir) if store_kind == "redis" else None
+    store = redis.url if redis else f"sqlite:{Path(state_dir) / 'sessions.sqlite3'}"
+    srv = Server(state_dir, policy_dir, store, workers=workers)
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        srv.stop()
+        if redis:
+            redis.stop()
