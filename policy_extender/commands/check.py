@@ -14,6 +14,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from policy_extender.commands import missing_paths
+
 HELP = "lint policy files: every error as file:line:col with the source line and a caret; exit 1 on any error"
 
 
@@ -25,9 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        print(f"policy-extender check: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+    if missing_paths("check", args.paths):
         return 2
     sets = policy_sets(args.paths)
     if not sets:

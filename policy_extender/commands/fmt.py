@@ -14,6 +14,8 @@ import difflib
 import sys
 from pathlib import Path
 
+from policy_extender.commands import missing_paths
+
 HELP = "rewrite policy files in the canonical layout; --check prints a diff and exits 1 when a file is not formatted"
 
 
@@ -28,9 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from policy_extender.errors import PolicyError
     from policy_extender.lang.formatter import format_source
 
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        print(f"policy-extender fmt: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+    if missing_paths("fmt", args.paths):
         return 2
     files = policy_files(args.paths)
     if not files:

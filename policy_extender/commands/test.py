@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from policy_extender.commands import missing_paths
+
 HELP = "run policy fixtures (*.fixtures.yaml): PASS/FAIL/ERROR per case, non-zero exit on any failure"
 
 
@@ -28,9 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from policy_extender.fixtures.results import Tally
     from policy_extender.fixtures.runner import run_paths
 
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        print(f"policy-extender test: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+    if missing_paths("test", args.paths):
         return 2
     result = run_paths(args.paths, args.keyword)
     coverage = result.coverage.report() if (args.coverage or args.fail_under is not None) else None
