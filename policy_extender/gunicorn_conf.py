@@ -80,8 +80,10 @@ def _logconfig(config: Config) -> dict[str, Any]:
 
 
 def on_starting(server: Any) -> None:
-    """Master, before any worker forks: the metrics' multiprocess directory."""
-    from policy_extender import metrics
+    """Master, before any worker forks: the metrics' multiprocess directory; large buffers out of
+    the C heap (``heap.py``; the workers inherit the setting)."""
+    from policy_extender import heap, metrics
+    heap.bound_large_allocations()
     metrics.on_starting(server)
 
 
@@ -106,8 +108,12 @@ def child_exit(server: Any, worker: Any) -> None:
 
 def post_worker_init(worker: Any) -> None:
     """Worker, after gunicorn reset its signal handlers: SIGHUP to a worker reloads its policies;
-    a fatal signal (SIGSEGV, SIGBUS ...) prints every thread's Python stack to the log first."""
+    a fatal signal (SIGSEGV, SIGBUS ...) prints every thread's Python stack to the log first;
+    large buffers stay out of the C heap (``heap.py``: set in the master already, again here for
+    a worker of a master that did not run ``on_starting``)."""
     import faulthandler
+    from policy_extender import heap
+    heap.bound_large_allocations()
     faulthandler.enable(all_threads=True)
     from policy_extender.reload import install_sighup
     service = getattr(worker.wsgi, "extensions", {}).get("policy_extender")
