@@ -138,38 +138,73 @@ def prioritize_part(args, rows: list[dict]) -> None:
               f"the default server answered {status} from the headers", flush=True)
     if over:
         servers["raised"] = Server("service", extra=("--body-limits", "onSessionOpen=1024MiB,prioritize=1GiB")).start()
-    where = {n: servers["raised" if n in over else "default"] for n in sizes}
-    conns = {name: Connection(s.host, s.port, timeout=120) for name, s in servers.items()}
-    conn_of = {n: conns["raised" if n in over else "default"] for n in sizes}
-    latencies: dict[int, list[float]] = {n: [] for n in sizes}
-    cpu: dict[int, list[float]] = {n: [] for n in sizes}
-    statuses: dict[int, set] = {n: set() for n in sizes}
+    servers["floor"] = Server("bare-socket").start()
+    where = {(kind, n): servers["floor"] if kind == "floor" else servers["raised" if n in over else "default"]
+             for kind in ("service", "floor") for n in sizes}
+    conns = {id(s): Connection(s.host, s.port, timeout=120) for s in servers.values()}
+    latencies: dict[tuple, list[float]] = {key: [] for key in where}
+    cpu: dict[tuple, list[float]] = {key: [] for key in where}
+    statuses: dict[tuple, set] = {key: set() for key in where}
+    busy0, wall0 = busy_cpu_seconds(), time.perf_counter()
+    ours = 0.0
     try:
-        for n in sizes:
-            conn_of[n].request("/prioritize", bodies[n])                 # warm-up
+        for key, server in where.items():
+            conns[id(server)].request("/prioritize", bodies[key[1]])     # warm-up
         for k in range(max(counts.values())):
             for n in sizes:
-                if k >= counts[n]:
-                    continue
-                c0 = where[n].cpu_seconds()
-                t0 = time.perf_counter()
-                status, _ = conn_of[n].request("/prioritize", bodies[n])
-                latencies[n].append(time.perf_counter() - t0)
-                cpu[n].append(where[n].cpu_seconds() - c0)
-                statuses[n].add(status)
+                for kind in ("floor", "service"):
+                    if k >= counts[n]:
+                        continue
+                    server = where[(kind, n)]
+                    c0 = server.cpu_seconds()
+                    t0 = time.perf_counter()
+                    status, _ = conns[id(server)].request("/prioritize", bodies[n])
+                    latencies[(kind, n)].append(time.perf_counter() - t0)
+                    cpu[(kind, n)].append(server.cpu_seconds() - c0)
+                    ours += cpu[(kind, n)][-1]
+                    statuses[(kind, n)].add(status)
     finally:
         for s in servers.values():
             s.stop()
+    other_pct = max(busy_cpu_seconds() - busy0 - ours, 0.0) / ((time.perf_counter() - wall0) * (os.cpu_count() or 1)) * 100
+    print(f"  other CPU (everything but the servers, the client included) {other_pct:.0f} %, load average {load()}", flush=True)
     for n in sizes:
-        v = latencies[n]
+        v, f = latencies[("service", n)], latencies[("floor", n)]
         row = {"part": "prioritize", "nodes": n, "body_mb": len(bodies[n]) / 1e6, "calls": len(v),
                "p50_ms": statistics.median(v) * 1e3, "p99_ms": nearest_rank(v, 0.99) * 1e3, "max_ms": max(v) * 1e3,
-               "server_cpu_ms": statistics.median(cpu[n]) * 1e3, "statuses": sorted(statuses[n]),
-               "over_limit": n in over, "default_answer": refused.get(n, 200)}
+               "server_cpu_ms": statistics.median(cpu[("service", n)]) * 1e3, "statuses": sorted(statuses[("service", n)]),
+               "floor_p50_ms": statistics.median(f) * 1e3, "floor_cpu_ms": statistics.median(cpu[("floor", n)]) * 1e3,
+               "over_limit": n in over, "default_answer": refused.get(n, 200), "other_cpu_pct": other_pct}
+        row.update(breakdown(bodies[n]))
         rows.append(row)
         print(f"  {n} nodes ({row['body_mb']:.1f} MB): p50 {row['p50_ms']:.0f} ms, p99 {row['p99_ms']:.0f} ms, "
               f"max {row['max_ms']:.0f} ms, server CPU {row['server_cpu_ms']:.0f} ms/call, statuses {row['statuses']}"
-              + (" (raised limit)" if n in over else ""), flush=True)
+              + (" (raised limit)" if n in over else "")
+              + f"; floor (bare-socket) p50 {row['floor_p50_ms']:.0f} ms, CPU {row['floor_cpu_ms']:.0f} ms; in-process: decode "
+              f"{row['decode_ms']:.1f} ms, evaluate {row['evaluate_ms']:.1f} ms, encode {row['encode_ms']:.2f} ms", flush=True)
+
+
+def breakdown(body: bytes) -> dict:
+    """In this process, median of 5: the service's pruned decode, the policy's prioritize over
+    the decoded nodes, and the answer's encoding (no session)."""
+    from policy_extender.policy import load_directories
+    from policy_extender.wire import decode, encode
+    from policy_extender.wire.views import NO_SESSION
+    from bench.server import POLICY_DIR
+    ps = load_directories([POLICY_DIR])
+    times: dict[str, list[float]] = {"decode_ms": [], "evaluate_ms": [], "encode_ms": []}
+    for _ in range(5):
+        t0 = time.perf_counter()
+        request = decode.decode_prioritize(body, ps.reads)
+        t1 = time.perf_counter()
+        decision = ps.prioritize(request.task, request.nodes, NO_SESSION)
+        t2 = time.perf_counter()
+        encode.prioritize(decision, request.nodes)
+        t3 = time.perf_counter()
+        for key, value in zip(times, (t1 - t0, t2 - t1, t3 - t2)):
+            times[key].append(value * 1e3)
+        del request, decision
+    return {key: statistics.median(v) for key, v in times.items()}
 
 
 # --- onSessionOpen ------------------------------------------------------------------------------
@@ -260,7 +295,7 @@ def table(rows: list[dict]) -> list[str]:
         crossed.append(f"fit: body limit at ~{limit_nodes:.0f} nodes, p50 = 1 s at ~{timeout_nodes:.0f} nodes")
         out.append("| prioritize: p50 vs nodes (30 pods/node, all nodes in the body) | "
                    + ", ".join(f"{r['nodes']} ({r['body_mb']:.0f} MB)" for r in prio) + " | "
-                   + ", ".join(f"p50 {r['p50_ms']:.0f} / p99 {r['p99_ms']:.0f} ms" for r in prio) + " | "
+                   + ", ".join(f"p50 {r['p50_ms']:.0f} / p99 {r['p99_ms']:.0f} ms (floor p50 {r['floor_p50_ms']:.0f})" for r in prio) + " | "
                    + f"**{s * 100:.1f} ms per 100 nodes** ({smb:.2f} ms per MB of body) | " + "; ".join(crossed) + " |")
     opens = [r for r in rows if r["part"] == "open"]
     if opens:
