@@ -9,9 +9,11 @@ job enqueue and overused, per task 50 predicates on 16 keep-alive connections, p
 the feasible nodes, allocateFunc, then jobReady, preemptable, reclaimable, deallocateFunc,
 onSessionClose); another thread swaps the policy set every ``--swap-every`` seconds through a
 ``..data`` symlink swap, each swap a new version (the score's factor changes). Every
-``--interval`` seconds VmRSS (and its anonymous / file parts) of the master and each worker is
-read from ``/proc``; the slope is a least-squares fit of RSS over time on the samples after the
-warm-up (``--warmup`` seconds), in MiB per minute.
+second VmRSS (and its anonymous / file parts) of the master and each worker is read from
+``/proc``; every ``--interval`` seconds the lowest read of the interval is printed (the process at
+rest: a worker holding an 18 MB body in flight is not memory it keeps) with the highest; the slope
+is a least-squares fit of those lowest reads over time after the warm-up (``--warmup`` seconds),
+in MiB per minute.
 
 ``python -m bench.memory --minutes 3 [--interval 5] [--warmup 60] [--env MALLOC_ARENA_MAX=2]``
 """
@@ -110,7 +112,7 @@ def run(minutes: float, interval: float, warmup: float, swap_every: float, worke
             threads = [threading.Thread(target=driver.cycle_loop, daemon=True), threading.Thread(target=driver.swap_loop, daemon=True)]
             for t in threads:
                 t.start()
-            samples, start = [], time.monotonic()
+            samples, start, reads = [], time.monotonic(), {}
             pids = {"master": server.proc.pid}
             print(f"{'t s':>6} {'cycles':>6} {'swaps':>5} | " + "  ".join(f"{n:>22}" for n in ("master", "worker 1", "worker 2")[:workers + 1])
                   + " |  total MiB   (each: RSS = anon + file MiB)", flush=True)
@@ -122,15 +124,20 @@ def run(minutes: float, interval: float, warmup: float, swap_every: float, worke
                         if pids[f"worker {k}"] != pid:
                             print(f"  worker {k} replaced: pid {pids[f'worker {k}']} -> {pid}", flush=True)
                             pids[f"worker {k}"] = pid
-                    row = {name: rss(pid) for name, pid in pids.items()}
+                    row = {name: min(reads.get(name) or [rss(pid)]) for name, pid in pids.items()}
+                    peak = {name: max((r[0] for r in reads.get(name) or [row[name]])) for name in pids}
                     total = sum(r[0] for r in row.values())
-                    samples.append((t, {n: r[0] for n, r in row.items()}, total))
+                    samples.append((t, {n: r[0] for n, r in row.items()}, total, peak))
                     print(f"{t:6.0f} {driver.cycles:6d} {driver.swaps:5d} | "
                           + "  ".join(f"{r[0]:6.1f} = {r[1]:5.1f} + {r[2]:5.1f}" for r in row.values())
-                          + f" | {total:7.1f}", flush=True)
+                          + f" | {total:7.1f} | " + " ".join(f"{v:5.1f}" for v in peak.values()), flush=True)
                     if t >= minutes * 60:
                         break
-                    time.sleep(max(0.0, start + (len(samples)) * interval - time.monotonic()))
+                    reads = {name: [] for name in pids}
+                    while time.monotonic() < start + len(samples) * interval:   # 1 s reads: min = at rest
+                        for name, pid in pids.items():
+                            reads[name].append(rss(pid))
+                        time.sleep(min(1.0, max(0.0, start + len(samples) * interval - time.monotonic())))
             finally:
                 driver.stop.set()
                 for th in threads:
@@ -157,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"method: real `policy-extender serve` ({args.workers} workers x 4 threads, SQLite session store), whole cycles "
           f"back to back (50 nodes x 20 pods, 18 MB snapshot, 16 predicate connections), a kubelet-style policy swap every "
           f"{args.swap_every:g} s (each a new version); VmRSS of master and workers every {args.interval:g} s; slope = "
-          f"least squares over the samples after {args.warmup:g} s, MiB/min; nproc {os.cpu_count()}, load average "
+          f"least squares over the samples (lowest of 1 s reads per interval) after {args.warmup:g} s, MiB/min; nproc {os.cpu_count()}, load average "
           f"{os.getloadavg()[0]:.2f}{'; server env ' + ' '.join(args.env) if args.env else ''}", flush=True)
     r = run(args.minutes, args.interval, args.warmup, args.swap_every, args.workers, env)
     print(f"\n{r['cycles']} cycles, {r['swaps']} swaps, {r['errors']} non-200 answers; load average {os.getloadavg()[0]:.2f}")
