@@ -18,7 +18,7 @@ from policy_extender.errors import EvalError, PolicyError
 from policy_extender.policy import compile_sources
 from policy_extender.wire import decode
 from policy_extender.wire.session import NO_SESSION
-from reliability.views import evaluate_in_and_out_of_session, sample
+from tests.tools.views import evaluate_in_and_out_of_session, sample
 
 HANG_GUARD = 20.0  # seconds
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-POLICIES = sorted((Path(__file__).resolve().parents[1] / "policies").glob("*.policy"))
+POLICIES = sorted((Path(__file__).resolve().parents[2] / "policies").glob("*.policy"))
 KINDS = ["filter", "score", "victim", "preemptable", "reclaimable", "enqueue", "overused", "ready"]
 ROOTS = ["task", "node", "job", "queue", "session", "evictor", "evictee", "free_gpu", "task_gpu", "x"]
 FIELDS = ["labels", "annotations", "idle", "gpu", "cpu", "tasks", "name", "priority", "requests", "job",

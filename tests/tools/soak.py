@@ -1,4 +1,4 @@
-"""``python -m reliability.soak --seconds 60``: 16 clients run scheduling calls against a real
+"""``python -m tests.tools.soak --seconds 60``: 16 clients run scheduling calls against a real
 gunicorn (2 workers) while the policies are swapped the kubelet way every second (good and broken
 versions alternating) and one worker is SIGKILLed mid-run.
 
@@ -20,14 +20,10 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from policy_extender.policy import compile_sources  # noqa: E402
-from tests.reload.kubelet import ConfigMapVolume  # noqa: E402
-from tests.reload.server import Server, sample  # noqa: E402
+from policy_extender.policy import compile_sources
+from tests.reload.kubelet import ConfigMapVolume
+from tests.reload.server import Server, sample
 
 COUNT = "score session.allocated.tasks * 1000\n"
 #: log lines that explain client failures: workers starting, policy loads and their errors
@@ -231,7 +227,7 @@ class Soak:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reliability.soak")
+    parser = argparse.ArgumentParser(prog="python -m tests.tools.soak")
     parser.add_argument("--seconds", type=float, default=60)
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONFAULTHANDLER", "1")

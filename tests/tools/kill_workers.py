@@ -1,4 +1,4 @@
-"""``python -m reliability.kill_workers --seconds 20``: a real gunicorn (2 gthread workers x 4
+"""``python -m tests.tools.kill_workers --seconds 20``: a real gunicorn (2 gthread workers x 4
 threads, SQLite session store) serves parallel predicates, prioritizes and allocate events while
 one worker is SIGKILLed every ``--kill-every`` seconds (1.5 by default), so replacement workers
 keep opening the store under the running ones.
@@ -25,11 +25,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.web.volcano import Server, VolcanoClient  # noqa: E402
-from tests import SAMPLES  # noqa: E402
+from tests.web.volcano import Server, VolcanoClient
+from tests import SAMPLES
 
 COUNT = "score count: session.allocated.tasks * 1000\n"
 DEATH = re.compile(r"Worker \(pid:(\d+)\) was sent (\w+)|Worker \(pid:(\d+)\) exited with code (\d+)")

@@ -1,4 +1,4 @@
-"""``python -m reliability.fuzz --examples 100000``: the dedicated fuzz run of the language.
+"""``python -m tests.tools.fuzz --examples 100000``: the dedicated fuzz run of the language.
 
 Splits the examples over four generators (random text, token streams, syntax trees rendered to
 text, mutated example policies), checks ``oracle.compile_and_evaluate`` on each under a
@@ -16,8 +16,8 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reliability import strategies
-from reliability.oracle import OUTCOMES, compile_and_evaluate
+from tests.tools import strategies
+from tests.tools.oracle import OUTCOMES, compile_and_evaluate
 
 #: A hang guard per example, not a performance target (the work budget bounds one at ~2 s).
 DEADLINE = timedelta(seconds=10)
@@ -46,7 +46,7 @@ def run(name: str, strategy: st.SearchStrategy[str], examples: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reliability.fuzz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.tools.fuzz", description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=10_000, help="examples in all (split over generators)")
     args = parser.parse_args(argv)
     share = max(1, args.examples // len(generators()))

@@ -6,7 +6,7 @@ from collections import Counter
 
 from policy_extender.errors import EvalError, PolicyError
 from policy_extender.policy import compile_sources
-from reliability.views import evaluate_in_and_out_of_session
+from tests.tools.views import evaluate_in_and_out_of_session
 
 OUTCOMES: Counter = Counter()
 

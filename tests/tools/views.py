@@ -10,7 +10,7 @@ from policy_extender.wire import decode
 from policy_extender.wire.session import NO_SESSION, Allocation, SnapshotEnv
 
 #: the test suite's copy of the shared sample bodies (tests/samples)
-SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
 def sample(verb: str) -> bytes:
