@@ -5,7 +5,7 @@ Each module defines ``HELP: str`` (one line), ``add_arguments(parser)`` and ``ru
 working while a command is being written.
 """
 
-COMMANDS = ["serve", "check", "fmt", "test", "eval", "replay", "volcano-conf"]
+COMMANDS = ["serve", "check", "fmt", "test", "eval", "replay", "volcano-conf", "why"]
 
 
 def missing_paths(command: str, paths) -> bool:

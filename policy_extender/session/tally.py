@@ -124,8 +124,9 @@ class Tally:
 
     def __init__(self, store: Any, keep_closed: int = DEFAULT_KEEP_CLOSED,
                  max_entries: int = DEFAULT_MAX_ENTRIES, flush_seconds: float = DEFAULT_FLUSH_SECONDS,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, on_failure: Any = None) -> None:
         self.store = store
+        self.on_failure = on_failure  # called once per failed flush (the service counts it)
         self.keep_closed = keep_closed
         self.max_entries = max_entries
         self.flush_seconds = flush_seconds
@@ -280,7 +281,11 @@ class Tally:
 
     def _failed(self, exc: Exception) -> None:
         self.failed_flushes += 1
-        _count_failure()
+        if self.on_failure is not None:
+            try:
+                self.on_failure()
+            except Exception:
+                pass
         now = time.monotonic()
         if now - self._warned_at >= WARN_EVERY:
             self._warned_at = now
@@ -311,18 +316,40 @@ class Tally:
     # -- reading (GET /why) ---------------------------------------------------------------------
 
     def why(self, kind: str, obj: str, head=None) -> dict:
-        """Every kept cycle's entries about one object, newest cycle first (``GET /why``)."""
+        """Every kept cycle's entries about one object, newest cycle first (``GET /why``). A job
+        also lists the tasks named ``<job name>-...`` in its namespace (Volcano names a job's
+        pods ``<job>-<task>-<index>``), at most ``TASKS_SHOWN`` of them."""
         self.flush()
         prefix = kind + SEP + obj + SEP
         cycles = []
         current = head.session_id if head is not None else None
         for cycle_id, opened_at, dropped in self.store.tally_cycles():
             counts, notes = self.store.tally_read(cycle_id, prefix)
-            cycles.append({"cycle": cycle_id, "opened_at": opened_at,
-                           "open": cycle_id == current, "dropped_entries": dropped,
-                           **describe(kind, {k[len(prefix):]: v for k, v in counts.items()},
-                                      {k[len(prefix):]: v for k, v in notes.items()})})
+            entry = {"cycle": cycle_id, "opened_at": opened_at, "open": cycle_id == current,
+                     "dropped_entries": dropped,
+                     **describe(kind, _relative(counts, prefix), _relative(notes, prefix))}
+            if kind == "job":
+                entry["tasks"] = self._tasks_of(cycle_id, obj)
+            cycles.append(entry)
         return {kind: obj, "cycles": cycles}
+
+    def _tasks_of(self, cycle_id: str, job: str) -> dict:
+        counts, notes = self.store.tally_read(cycle_id, "task" + SEP + job + "-")
+        by_task: dict[str, tuple[dict, dict]] = {}
+        for source, slot in ((counts, 0), (notes, 1)):
+            for k, v in source.items():
+                _, task, path = k.split(SEP, 2)
+                if task in by_task or len(by_task) < TASKS_SHOWN:
+                    by_task.setdefault(task, ({}, {}))[slot][path] = v
+        return {task: describe("task", c, n) for task, (c, n) in sorted(by_task.items())}
+
+
+#: tasks listed under a job in /why
+TASKS_SHOWN = 100
+
+
+def _relative(entries: dict, prefix: str) -> dict:
+    return {k[len(prefix):]: v for k, v in entries.items()}
 
 
 _LOGGED_KINDS = tuple(kind + SEP for kind in ("job", "queue"))
@@ -343,18 +370,12 @@ def _log_reason(cycle_id: str, k: str, reason: str, request_id: str) -> None:
     verb, outcome, *rule = path.split(SEP)
     if not rule or verb not in ("q", "r", "o"):
         return
-    what = {"q": "enqueue", "r": "ready", "o": "overused"}[verb]
-    log.info("cycle %s: %s %s: %s %s by rule %s: %s", cycle_id, kind, obj, what, outcome, rule[0], reason,
+    what = {"q": f"enqueue {outcome}", "r": "not ready", "o": "overused"}[verb]
+    if verb == "r" and outcome == "ready":
+        what = "ready"
+    log.info("cycle %s: %s %s: %s: %s", cycle_id, kind, obj, what, reason,
              extra={"request_id": request_id, "cycle": cycle_id, "object": f"{kind} {obj}",
                     "rule": rule[0], "outcome": outcome})
-
-
-def _count_failure() -> None:
-    try:
-        from policy_extender import metrics
-        metrics.note_tally_failure()
-    except Exception:
-        pass
 
 
 # ---------------------------------------------------------------------------------------------

@@ -57,3 +57,6 @@ def metrics():
     from policy_extender import metrics as exporter
     body, content_type = exporter.render()
     return Response(body, content_type=content_type)
+
+
+from policy_extender.web import why as _why  # noqa: E402,F401  registers GET /why on this blueprint

@@ -65,6 +65,7 @@ class Service:
         #: calls without a session, per cycle (web/session_gaps.py); None outside a served app
         self.session_gaps: Any = None
         self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
+        self.tally = _tally(config, self.sessions)  # this worker's side of GET /why
 
     def start(self) -> "Service":
         """Load the policies now (never raises: a bad set leaves /readyz at 503), then watch."""
@@ -102,6 +103,8 @@ class Service:
     def _serve(self, policy_set: Any) -> None:
         from policy_extender.wire import decode
         decode.prepare(policy_set.reads)  # before it serves: no request builds a decoder
+        from policy_extender.web import observe
+        observe.reads(self, policy_set)  # and the tally's (names added), when it is on
         self.policies.activate(policy_set)
 
     def _last_good_sources(self) -> dict[str, str] | None:
@@ -124,6 +127,19 @@ def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
     """The cycle recorder of ``--record DIR`` (replay/recorder.py), or None."""
     from policy_extender.replay.capture import recorder_for
     return recorder_for(config, policies, sessions)
+
+
+def _tally(config: Config, sessions: Any) -> Any:
+    """This worker's decision tally (session/tally.py), flushed to ``sessions`` in the background."""
+    from policy_extender.session.tally import Tally
+    return Tally(sessions, keep_closed=config.tally_cycles, max_entries=config.tally_max_entries,
+                 flush_seconds=config.tally_flush_seconds, enabled=config.tally,
+                 on_failure=_count_tally_failure)
+
+
+def _count_tally_failure() -> None:
+    from policy_extender import metrics
+    metrics.note_tally_failure()
 
 
 def _last_good_path(runtime_dir: str) -> str:

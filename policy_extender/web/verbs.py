@@ -17,6 +17,7 @@ from policy_extender.session.store import SessionLost
 from policy_extender.wire import WireError
 from policy_extender.wire import decode as wire_decode
 from policy_extender.wire import encode, snapshot
+from policy_extender.web import observe
 from policy_extender.web.http import HttpError, Reply, check_content_type, read_body
 from policy_extender.web.service import Service
 
@@ -107,6 +108,7 @@ def on_session_open(service: Service, body: bytes) -> Reply:
     data = snapshot.from_open_body(body, policy_set.reads)
     before = service.sessions.session_counts()
     service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    observe.session_opened(service)
     _count_session("opened")
     _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT, rule=policy_set.version)
@@ -143,27 +145,30 @@ def _count_session(event: str) -> None:
 
 def predicate(service: Service, body: bytes) -> Reply:
     policy_set, env = policy_and_env(service, "predicate")
-    request = wire_decode.decode_predicate(body, policy_set.reads, env)
+    request = wire_decode.decode_predicate(body, observe.reads(service, policy_set), env)
     check_job_in_snapshot(service, "predicate", policy_set, env, request.task)
     decision = policy_set.predicate(request.task, request.node, env)
+    observe.predicate(service, policy_set, env, request, decision)
     return Reply(encode.predicate(decision), decision="" if decision.fits else "reject",
                  rule=decision.rule or "")
 
 
 def prioritize(service: Service, body: bytes) -> Reply:
     policy_set, env = policy_and_env(service, "prioritize")
-    request = wire_decode.decode_prioritize(body, policy_set.reads, env)
+    request = wire_decode.decode_prioritize(body, observe.reads(service, policy_set), env)
     check_job_in_snapshot(service, "prioritize", policy_set, env, request.task)
     decision = policy_set.prioritize(request.task, request.nodes, env)
+    observe.prioritize(service, policy_set, env, request, decision)
     return Reply(encode.prioritize(decision, request.nodes))
 
 
 def victims(kind: str) -> Callable[[Service, bytes], Reply]:
     def decide(service: Service, body: bytes) -> Reply:
         policy_set, env = policy_and_env(service, kind)
-        request = wire_decode.decode_victims(body, policy_set.reads, env)
+        request = wire_decode.decode_victims(body, observe.reads(service, policy_set), env)
         check_job_in_snapshot(service, kind, policy_set, env, request.evictor)
         decision = policy_set.victims(kind, request.evictor, request.evictees, env)
+        observe.victims(service, kind, policy_set, env, request, decision)
         outcome = {1: "evict", -1: "reject"}.get(decision.status, "")
         return Reply(encode.victims(decision, request.raw_evictees), decision=outcome)
     return decide
@@ -171,9 +176,10 @@ def victims(kind: str) -> Callable[[Service, bytes], Reply]:
 
 def job_enqueueable(service: Service, body: bytes) -> Reply:
     policy_set, env = policy_and_env(service, "jobEnqueueable")
-    request = wire_decode.decode_job(body, policy_set.reads, env)
+    request = wire_decode.decode_job(body, observe.reads(service, policy_set), env)
     decision = policy_set.enqueueable(request.job, env)
     outcome = {1: "permit", -1: "reject"}.get(decision.status, "abstain")
+    observe.enqueueable(service, policy_set, env, request, decision, outcome)
     return Reply(encode.enqueueable(decision), decision=outcome, rule=decision.rule or "")
 
 
@@ -186,14 +192,16 @@ def queue_overused(service: Service, body: bytes) -> Reply:
     policy_set, env = policy_and_env(service, "queueOverused")
     request = wire_decode.decode_queue(body, policy_set.reads, env)
     decision = policy_set.overused(request.queue, env)
+    observe.overused(service, policy_set, env, request, decision)
     outcome = "overused" if decision.value else "not_overused"
     return Reply(encode.overused(decision), decision=outcome, rule=decision.rule or "")
 
 
 def job_ready(service: Service, body: bytes) -> Reply:
     policy_set, env = policy_and_env(service, "jobReady")
-    request = wire_decode.decode_job(body, policy_set.reads, env)
+    request = wire_decode.decode_job(body, observe.reads(service, policy_set), env)
     decision = policy_set.ready(request.job, env)
+    observe.ready(service, policy_set, env, request, decision)
     outcome = "ready" if decision.value else "not_ready"
     return Reply(encode.ready(decision), decision=outcome, rule=decision.rule or "")
 

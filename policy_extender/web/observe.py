@@ -1,0 +1,95 @@
+"""After a verb decided: its audit rules, their metric, and the decision tally (one call per verb).
+
+The verb handlers (``web/verbs.py``) call one function of this module after the decision, with
+what they decoded: it evaluates the set's audit (shadow) rules of that verb (``audit.py``; nothing
+without any), counts their outcomes (``policy_extender_audit_decisions_total``) and adds the call
+to this worker's tally (``session/tally.py``; memory only, never the store). ``reads`` widens a
+set's read set by the names the tally keys on (task and job ``Namespace``/``Name``) when the tally
+is on, so that ``/why`` can be asked by ``NAMESPACE/NAME``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policy_extender import audit
+from policy_extender.logs import current_request_id
+
+#: wire paths the tally needs on top of what the rules read
+_NAMES = {"task": {("Name",), ("Namespace",)}, "job": {("Name",), ("Namespace",)}}
+_WIDENED: dict[int, tuple[Any, dict]] = {}
+
+
+def reads(service: Any, policy_set: Any) -> Any:
+    """The read set to decode with: the set's own, plus the names the tally keys on."""
+    base = policy_set.reads
+    if not service.tally.enabled:
+        return base
+    found = _WIDENED.get(id(base))
+    if found is not None and found[0] is base:
+        return found[1]
+    widened = {root: frozenset(paths) | frozenset(_NAMES.get(root, ())) for root, paths in base.items()}
+    for root, paths in _NAMES.items():
+        widened.setdefault(root, frozenset(paths))
+    from policy_extender.wire import decode
+    decode.prepare(widened)
+    if len(_WIDENED) >= 64:
+        _WIDENED.clear()
+    _WIDENED[id(base)] = (base, widened)  # keeps ``base`` alive, so its id is not reused
+    return widened
+
+
+def _head(env: Any) -> Any:
+    return getattr(env, "head", None)
+
+
+def session_opened(service: Any) -> None:
+    service.tally.record_open(service.sessions.head())
+
+
+def predicate(service: Any, policy_set: Any, env: Any, request: Any, decision: Any) -> None:
+    audits = audit.predicate(policy_set, request.task, request.node, env)
+    if audits:
+        _count(audits)
+    service.tally.record_predicate(_head(env), request.task, decision, audits, current_request_id())
+
+
+def prioritize(service: Any, policy_set: Any, env: Any, request: Any, decision: Any) -> None:
+    audits = audit.prioritize(policy_set, request.task, request.nodes, env)
+    if audits:
+        _count(audits)
+    service.tally.record_prioritize(_head(env), request.task, decision, audits, current_request_id())
+
+
+def victims(service: Any, kind: str, policy_set: Any, env: Any, request: Any, decision: Any) -> None:
+    audits = audit.victims(policy_set, kind, request.evictor, request.evictees, env)
+    if audits:
+        _count(audits)
+    service.tally.record_victims(_head(env), kind, request.evictor, request.evictees, decision, audits,
+                                 current_request_id())
+
+
+def enqueueable(service: Any, policy_set: Any, env: Any, request: Any, decision: Any, outcome: str) -> None:
+    audits = audit.enqueueable(policy_set, request.job, env)
+    if audits:
+        _count(audits)
+    service.tally.record_enqueue(_head(env), request.job, decision, outcome, audits, current_request_id())
+
+
+def overused(service: Any, policy_set: Any, env: Any, request: Any, decision: Any) -> None:
+    audits = audit.overused(policy_set, request.queue, env)
+    if audits:
+        _count(audits)
+    service.tally.record_overused(_head(env), request.queue, decision, audits, current_request_id())
+
+
+def ready(service: Any, policy_set: Any, env: Any, request: Any, decision: Any) -> None:
+    audits = audit.ready(policy_set, request.job, env)
+    if audits:
+        _count(audits)
+    service.tally.record_ready(_head(env), request.job, decision, audits, current_request_id())
+
+
+def _count(audits) -> None:
+    from policy_extender import metrics
+    metrics.note_audits(audits)
