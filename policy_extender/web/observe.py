@@ -25,6 +25,11 @@ def reads(service: Any, policy_set: Any) -> Any:
     base = policy_set.reads
     if not service.tally.enabled:
         return base
+    return with_names(base)
+
+
+def with_names(base: Any) -> dict:
+    """``base`` plus the task and job names (one widened object per read set, decoders built)."""
     found = _WIDENED.get(id(base))
     if found is not None and found[0] is base:
         return found[1]
