@@ -239,7 +239,7 @@ def _new_tally() -> list:
     return [0, 0.0, [0] * len(_LATENCY_BOUNDS), 0.0, [0] * len(_BODY_BOUNDS)]
 
 
-#: gap kind (web.session_gaps) -> the counter it adds to
+#: gap kind (decide.session_gaps) -> the counter it adds to
 _GAP_COUNTERS = {"no_session": "calls_without_session", "job_not_in_snapshot": "calls_job_not_in_session"}
 
 

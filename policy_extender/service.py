@@ -62,7 +62,7 @@ class Service:
         self.sessions = sessions if sessions is not None else open_session_store(config)
         self.session_cache = _session_cache(self.sessions)
         self.finished: list[RequestFinished] = []
-        #: calls without a session, per cycle (web/session_gaps.py); None outside a served app
+        #: calls without a session, per cycle (decide/session_gaps.py); None outside a served app
         self.session_gaps: Any = None
         self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
 
