@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from policy_extender.config import Config
-from policy_extender.reload import PolicyReloader, ReloadStatus
-from policy_extender.store import LastGoodCopy, PolicyStore
+from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
+from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 
 log = logging.getLogger("policy_extender.web")
 

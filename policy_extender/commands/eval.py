@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _decide(args, verb: str, exchange) -> int:
     from policy_extender.fixtures import outcome
-    policy_set = exchange.compile_files(_policy_files(args.policies))
+    policy_set = exchange.compile_files((Path(args.policies),))
+    if not policy_set.sources:
+        raise OSError(2, f"no *.policy files in {args.policies}", args.policies)
     exchanger = exchange.Exchanger(policy_set)
     body = _read_body(args.body)
     if args.session:
@@ -64,13 +66,6 @@ def _did_you_mean(word: str) -> str:
     names = {name.lower(): name for name in (*DECIDING, *BY_DECISION)}
     close = difflib.get_close_matches(word.lower(), list(names), n=1, cutoff=0.6)
     return f" (did you mean {names[close[0]]!r}?)" if close else ""
-
-
-def _policy_files(directory: str) -> tuple[Path, ...]:
-    files = tuple(sorted(Path(directory).glob("*.policy")))
-    if not files:
-        raise OSError(2, f"no *.policy files in {directory}", directory)
-    return files
 
 
 def _read_body(source: str) -> bytes:

@@ -1,12 +1,11 @@
 """PolicySet: a compiled set of policy files and its decisions, one method per deciding verb.
 
-Built by ``policy_extender.policy.compile_sources``; immutable and shared by threads. Evaluation
-raises only ``EvalError``. Which rule kinds decide which verb comes from the verb table.
+Built by ``policyset.compile_sources`` from a ``lang.Program`` and the set's version; immutable
+and shared by threads. Evaluation raises only ``EvalError``. Which rule kinds decide which verb
+comes from the verb table.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
@@ -17,10 +16,10 @@ from policy_extender.lang.compiler import CompiledRule, Context
 class PolicySet:
     """A compiled, immutable policy set; safe to share between threads."""
 
-    def __init__(self, sources: dict[str, str], compiled):
-        checked, rules = compiled
+    def __init__(self, sources: dict[str, str], program, version: str):
+        checked, rules = program
         self.sources = dict(sources)
-        self.version = _version(self.sources)
+        self.version = version
         self.reads = checked.reads
         #: verb kinds whose rules read session data (snapshot jobs and queues, session counts)
         self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_RULE_KIND[kind])
@@ -170,12 +169,3 @@ def _why_not(rule: CompiledRule, c: Context) -> str:
 def _why(rule: CompiledRule, c: Context) -> str:
     text = rule.evaluate(rule.reason, c) if rule.reason else f"{rule.source} is true"
     return _prefix(rule) + text
-
-
-def _version(sources: dict[str, str]) -> str:
-    digest = hashlib.sha256()
-    for name in sorted(sources):
-        for part in (name, sources[name]):
-            data = part.encode("utf-8")
-            digest.update(len(data).to_bytes(8, "big") + data)
-    return digest.hexdigest()[:16]
