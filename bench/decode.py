@@ -56,7 +56,7 @@ def median_us(function, body: bytes, repeat: int) -> float:
 
 
 def contenders() -> dict:
-    from policy_extender.policy import load_directories
+    from policy_extender.policyset import load_directories
     full = full_reads()
     bench = load_directories([BENCH_POLICIES]).reads
     return {

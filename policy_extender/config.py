@@ -19,13 +19,10 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from policy_extender.decide.table import VERB_KINDS  # every verb kind, each its default URL path
+
 ENV_PREFIX = "POLICY_EXTENDER_"
 
-#: Verb kinds in the order of Volcano's extender plugin, each with its default URL path.
-VERB_KINDS: tuple[str, ...] = (
-    "onSessionOpen", "onSessionClose", "predicate", "prioritize", "preemptable", "reclaimable",
-    "jobEnqueueable", "jobEnqueued", "queueOverused", "jobReady", "allocateFunc", "deallocateFunc",
-)
 
 MIB = 1024 * 1024
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,

@@ -109,7 +109,7 @@ def post_worker_init(worker: Any) -> None:
     a fatal signal (SIGSEGV, SIGBUS ...) prints every thread's Python stack to the log first."""
     import faulthandler
     faulthandler.enable(all_threads=True)
-    from policy_extender.reload import install_sighup
+    from policy_extender.policyset.reload import install_sighup
     service = getattr(worker.wsgi, "extensions", {}).get("policy_extender")
     if service is not None:
         install_sighup(service.reloader)

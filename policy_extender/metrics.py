@@ -248,7 +248,7 @@ def _new_tally() -> list:
     return [0, 0.0, [0] * len(_LATENCY_BOUNDS), 0.0, [0] * len(_BODY_BOUNDS)]
 
 
-#: gap kind (web.session_gaps) -> the counter it adds to
+#: gap kind (decide.session_gaps) -> the counter it adds to
 _GAP_COUNTERS = {"no_session": "calls_without_session", "job_not_in_snapshot": "calls_job_not_in_session"}
 
 
@@ -265,7 +265,7 @@ def note_session_gap(gap: str, verb: str) -> None:
 
 
 def note_audits(audits) -> None:
-    """Audit rules' would-be outcomes (``policy_extender.audit.Audited``; ``skip`` not counted),
+    """Audit rules' would-be outcomes (``policy_extender.decide.audit.Audited``; ``skip`` not counted),
     batched like :func:`note_request`."""
     pending = _pending
     if pending.flusher_pid != os.getpid():

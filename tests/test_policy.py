@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from policy_extender.errors import EvalError, PolicyError
-from policy_extender.policy import compile_sources, load_directories
+from policy_extender.policyset import compile_sources, load_directories
 from policy_extender.wire import decode
 from policy_extender.wire.views import NO_SESSION
 

@@ -51,7 +51,7 @@ def _check_recording(directory: str) -> None:
 def _compile(directory: str, role: str):
     """The policy set of ``directory``; a PolicyError keeps its diagnostics, with context."""
     from policy_extender.errors import PolicyError
-    from policy_extender.policy import load_directories
+    from policy_extender.policyset import load_directories
     if not os.path.isdir(directory):
         raise ValueError(f"{directory}: no such {role} policy directory")
     try:

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 def _serve(config) -> int:
     """Become an instance, run gunicorn, and always remove the runtime directory afterwards."""
     from policy_extender import instance as instance_module
-    from policy_extender.store import LastGoodCopy
+    from policy_extender.policyset.versions import LastGoodCopy
     signal.signal(signal.SIGTERM, _exit_on_signal)  # until gunicorn installs its own handlers
     try:
         instance = instance_module.start(config)
@@ -97,7 +97,7 @@ def _policies_compile(config, announce: bool, last_good=None) -> bool:
     was loaded; ``--check`` prints it instead (``announce``). A good set is saved as the
     instance's ``last_good`` copy before any worker starts (``store.LastGoodCopy``).
     """
-    from policy_extender.reload import PolicyReloader
+    from policy_extender.policyset.reload import PolicyReloader
     save = (lambda ps: last_good.save(ps.version, ps.sources)) if last_good is not None else None
     status = PolicyReloader(config.policy_dirs, 0, on_change=save, inotify=False).reload_now()
     if not announce:

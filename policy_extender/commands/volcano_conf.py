@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from policy_extender.decide.table import VERB_KINDS  # in the order of the shipped confs
+
 HELP = ("print your Volcano scheduler conf (file or -, bare or its ConfigMap) with the extender "
         "plugin added and everything else kept, comments included")
 
@@ -36,10 +38,6 @@ PLUGIN = "extender"
 #: The tier that receives the extender is the first one holding one of these plugins (Volcano's
 #: default first tier: priority, gang, conformance). See :func:`placement`.
 ANCHOR_PLUGINS = ("priority", "conformance")
-
-#: The verb arguments in the order of the shipped confs (docker/k8s/*/volcano-scheduler.conf).
-VERB_ORDER = ("onSessionOpen", "onSessionClose", "predicate", "prioritize", "preemptable", "reclaimable",
-              "queueOverused", "jobEnqueueable", "jobEnqueued", "jobReady", "allocateFunc", "deallocateFunc")
 
 #: Verbs the shipped confs leave out: with ``ignorable: true`` a failed jobReady call answers
 #: false, so no job is ready while the service is down, and Volcano's gang plugin already checks
@@ -84,8 +82,6 @@ class ConfError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from policy_extender.config import VERB_KINDS
-
     parser.epilog = ("Comments and layout of CONF are kept: the plugin is spliced into the text. "
                      "Only when the receiving tier's plugins are a flow list [...] is the whole "
                      "conf re-serialised, which drops its comments (a warning says so). "
@@ -153,7 +149,7 @@ def extender_plugin(url_prefix: str = "http://127.0.0.1:8713", http_timeout: str
                     ignorable: bool = True, managed_resources=(), omit_verbs=DEFAULT_OMITTED) -> dict:
     """The plugin entry, with the arguments of docker/k8s/sidecar/volcano-scheduler.conf."""
     arguments: dict[str, Any] = {"extender.urlPrefix": url_prefix, "extender.httpTimeout": http_timeout}
-    for kind in VERB_ORDER:
+    for kind in VERB_KINDS:
         if kind not in omit_verbs:
             arguments[f"extender.{kind}Verb"] = kind
     arguments["extender.ignorable"] = ignorable

@@ -1,1 +1,6 @@
-"""The policy language: parse → build → check → compile → evaluate (see docs/language.md)."""
+"""The policy language: parse → build → check → compile, with ``compile(sources)`` the front door;
+the runtime (``runtime``, ``compiler.Context``) evaluates what it built. Imports errors and schema only."""
+
+from policy_extender.lang.program import Program, compile
+
+__all__ = ["Program", "compile"]

@@ -23,7 +23,9 @@ from typing import Any
 import orjson
 import yaml
 
-from .engine import DECIDING, Replayer
+from policy_extender.decide.table import DECIDING
+
+from .engine import Replayer
 from .frames import Problem
 from .reading import Call, Cycle, read_cycles
 

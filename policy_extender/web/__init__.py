@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from policy_extender import logs, metrics
 from policy_extender.config import Config
-from policy_extender.web.service import RequestRecord, Service
+from policy_extender.service import RequestRecord, Service
 
 log = logging.getLogger("policy_extender.web")
 
@@ -27,7 +27,7 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
     from policy_extender.logs import RequestIdMiddleware
     from policy_extender.web.dispatch import VerbDispatch
     from policy_extender.web.ops import ops
-    from policy_extender.web.session_gaps import SessionGaps, late_open_watch
+    from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
 
     app = Flask("policy_extender")
     svc = Service(config or Config(), sessions=sessions, runtime_dir=runtime_dir)

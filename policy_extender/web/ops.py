@@ -6,7 +6,7 @@ import os
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from policy_extender.web.service import Service
+from policy_extender.service import Service
 
 ops = Blueprint("ops", __name__)
 

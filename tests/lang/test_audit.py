@@ -1,15 +1,15 @@
 """Audit (shadow) rules: the `audit` modifier and the file-level `audit` marker parse, check and
-format; an audited rule never takes part in a decision; policy_extender/audit.py says what it
+format; an audited rule never takes part in a decision; policy_extender/decide/audit.py says what it
 would have decided, per kind, and never raises."""
 
 from __future__ import annotations
 
 import pytest
 
-from policy_extender import audit
+from policy_extender.decide import audit
 from policy_extender.errors import PolicyError
 from policy_extender.lang.formatter import format_source
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 from policy_extender.wire.views import NO_SESSION
 
 

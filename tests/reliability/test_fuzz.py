@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policy_extender.errors import PolicyError
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 from tests.tools import strategies
 from tests.tools.fuzz import DEADLINE
 from tests.tools.oracle import compile_and_evaluate

@@ -9,7 +9,7 @@ import logging
 import threading
 from types import SimpleNamespace
 
-from policy_extender.policy import BoolDecision, FilterDecision, StatusDecision
+from policy_extender.decide.decisions import BoolDecision, FilterDecision, StatusDecision
 from policy_extender.session.sqlite import SqliteStore
 from policy_extender.session.tally import Tally
 
@@ -106,3 +106,9 @@ def test_no_session_records_nothing():
     tally = Tally(BlockedStore())
     tally.record_predicate(None, TASK, REJECT)
     assert tally.take() == {}
+
+
+def test_every_deciding_verb_of_the_table_is_audited_and_tallied():
+    from policy_extender.decide.observe import AFTER
+    from policy_extender.decide.table import DECIDING
+    assert set(AFTER) == set(DECIDING)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from policy_extender.errors import EvalError, PolicyError
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 from tests.tools.views import evaluate_in_and_out_of_session
 
 OUTCOMES: Counter = Counter()

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 from tests.reload.kubelet import ConfigMapVolume
 from tests.reload.server import Server, sample
 

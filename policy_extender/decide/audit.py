@@ -35,7 +35,6 @@ from policy_extender.lang.compiler import Context
 REJECTING = frozenset({"reject", "protect", "overused", "not_ready", "error"})
 SKIP = "skip"
 
-_VICTIM_KINDS = {"preemptable": ("victim", "preemptable"), "reclaimable": ("victim", "reclaimable")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +96,7 @@ def ready(policy_set, job, env):
 def prioritize(policy_set, task, nodes, env):
     if not policy_set.audited or "score" not in policy_set.audited:
         return ()
-    from policy_extender.policy import _SKIPPED, _normalized, _score
+    from policy_extender.decide.policy_set import _SKIPPED, _normalized, _score
     contexts = [Context(env, policy_set._slots, task=task, node=n) for n in nodes]
     out = []
     for rule in policy_set.audited["score"]:
@@ -116,7 +115,8 @@ def prioritize(policy_set, task, nodes, env):
 
 
 def victims(policy_set, kind: str, evictor, evictees, env):
-    rules = _rules(policy_set, *_VICTIM_KINDS[kind]) if policy_set.audited else ()
+    from policy_extender.decide.table import VERBS
+    rules = _rules(policy_set, *VERBS[kind].rule_kinds) if policy_set.audited else ()
     if not rules:
         return ()
     out = []
@@ -133,7 +133,7 @@ def _boolean(rule, c: Context, neutral: str, deciding: str, *, rejects_when_true
              explain_true: bool = False) -> Audited:
     """One boolean rule alone: ``deciding`` when it would decide (true for overused/permit,
     false or null otherwise), ``neutral`` when not, ``skip`` when its ``when`` is false."""
-    from policy_extender.policy import _why, _why_not
+    from policy_extender.decide.policy_set import _why, _why_not
     try:
         if rule.applies is not None and not rule.evaluate(rule.applies, c):
             return Audited(rule.name, SKIP)
@@ -147,7 +147,7 @@ def _boolean(rule, c: Context, neutral: str, deciding: str, *, rejects_when_true
 
 
 def _prefix(rule) -> str:
-    from policy_extender.policy import _prefix as prefix
+    from policy_extender.decide.policy_set import _prefix as prefix
     return prefix(rule)
 
 
@@ -161,3 +161,22 @@ def as_fixture(audited) -> dict:
         else:
             out.setdefault(a.rule, {})[a.item] = a.value if a.outcome == "scored" else a.outcome
     return out
+
+
+def evaluate(policy_set, verb: str, request, env):
+    """The audited rules of a deciding verb on its decoded ``request`` (``()`` without any)."""
+    if not policy_set.audited:
+        return ()
+    if verb == "predicate":
+        return predicate(policy_set, request.task, request.node, env)
+    if verb == "prioritize":
+        return prioritize(policy_set, request.task, request.nodes, env)
+    if verb in ("preemptable", "reclaimable"):
+        return victims(policy_set, verb, request.evictor, request.evictees, env)
+    if verb == "jobEnqueueable":
+        return enqueueable(policy_set, request.job, env)
+    if verb == "queueOverused":
+        return overused(policy_set, request.queue, env)
+    if verb == "jobReady":
+        return ready(policy_set, request.job, env)
+    raise ValueError(f"{verb} is not a deciding verb")

@@ -1,4 +1,7 @@
-"""Read a consistent snapshot of policy directories, and notice when it changes.
+"""The one reader of policy directories, and the one content hash of a policy set.
+
+serve, check, test, eval and replay all read policy files here (``read_snapshot``), so a set has
+one version whichever command reads it and wherever the ConfigMap is mounted.
 
 A Kubernetes ConfigMap volume looks like this::
 
@@ -15,13 +18,14 @@ A plain directory (a developer's checkout, a ``subPath`` mount) is listed direct
 symlinks, and read again if any file's inode, size or mtime changed while we read.
 
 Nothing here caches a path: every snapshot resolves the symlinks afresh, which is what makes
-polling the fallback that always works.
+polling the fallback that always works. ``watch.DirectoryWatcher`` says when to read again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 #: ConfigMap volumes point this link at the complete, current payload directory.
@@ -39,13 +43,23 @@ class ConcurrentUpdate(ReadError):
     """The directory kept changing while it was read; try again at the next poll."""
 
 
+class DuplicateFile(ReadError):
+    """Two directories of one set hold a policy file of the same name."""
+
+    def __init__(self, name: str, first: str, second: str) -> None:
+        super().__init__(f"{os.path.join(second, name)}: a policy file named {name!r} is also in "
+                         f"{first}; rename one of them")
+        self.name, self.first, self.second = name, first, second
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The policy files of every directory, read at one consistent moment."""
 
     #: {file name as shown in errors: raw bytes}
     files: dict[str, bytes]
-    #: sha256 over the sorted names and contents: equal digests mean equal content
+    #: ``content_hash`` of the files: equal digests mean equal content; its first 16 hex
+    #: characters are the policy set's version
     digest: str
 
     def sources(self) -> dict[str, str]:
@@ -68,19 +82,16 @@ def decode(name: str, data: bytes) -> str:
 def read_snapshot(paths: list[str], suffixes: tuple[str, ...]) -> Snapshot:
     """Read every policy file of ``paths`` (directories, or single files).
 
-    Files are named by their bare name, as ``policy.load_directories`` names them, so a policy
-    version (a hash of names and contents) is the same whichever of the two loaded it and
-    wherever the ConfigMap is mounted; the same name in two directories is an error.
+    Files are named by their bare name, so a policy version (a hash of names and contents) is the
+    same wherever the ConfigMap is mounted; the same name in two directories is an error
+    (``DuplicateFile``).
     """
     files: dict[str, bytes] = {}
     origin: dict[str, str] = {}
     for path in paths:
         for name, data in read_path(path, suffixes).items():
             if name in files:
-                raise ReadError(
-                    f"{os.path.join(path, name)}: a policy file named {name!r} is also in "
-                    f"{origin[name]}; rename one of them"
-                )
+                raise DuplicateFile(name, origin[name], path)
             files[name], origin[name] = data, path
     return Snapshot(files, digest_of(files))
 
@@ -94,11 +105,20 @@ def read_path(path: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:
     return read_directory(path, suffixes)
 
 
-def digest_of(files: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
+def digest_of(files: Mapping[str, bytes | str]) -> str:
+    """The content hash of a policy set, {file name: bytes or text}: sha256 over the sorted names
+    and contents, each length-prefixed (text counts as its UTF-8 bytes)."""
+    digest = hashlib.sha256()
     for name in sorted(files):
-        h.update(name.encode() + b"\0" + str(len(files[name])).encode() + b"\0" + files[name])
-    return h.hexdigest()
+        for part in (name, files[name]):
+            data = part.encode("utf-8") if isinstance(part, str) else part
+            digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def version_of(files: Mapping[str, bytes | str]) -> str:
+    """A policy set's version: the first 16 hex characters of its content hash."""
+    return digest_of(files)[:16]
 
 
 def read_directory(directory: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:
@@ -163,49 +183,3 @@ def signature(root: str, suffixes: tuple[str, ...]) -> dict[str, tuple[int, int,
 def read_file(path: str) -> bytes:
     with open(os.path.realpath(path), "rb") as f:
         return f.read()
-
-
-class DirectoryWatcher:
-    """Calls ``wake()`` soon after anything changes in ``dirs`` (inotify through watchdog).
-
-    Only a hint to poll now: the snapshot is always re-read and compared by digest, so a missed,
-    doubled or odd event kind (they vary by platform) costs latency, never correctness. The
-    watch is on the directories, not the files, because a watch on a file is lost when the
-    kubelet removes it. When watchdog or inotify is unavailable (for example the per-user
-    inotify instance limit is reached), ``start()`` returns False and polling alone remains.
-    """
-
-    def __init__(self, dirs: list[str], wake) -> None:
-        self._dirs = dirs
-        self._wake = wake
-        self._observer = None
-
-    def start(self) -> bool:
-        try:
-            from watchdog.events import FileSystemEventHandler
-            from watchdog.observers import Observer
-        except ImportError:
-            return False
-        wake = self._wake
-
-        class WakeOnAnyEvent(FileSystemEventHandler):
-            def on_any_event(self, event) -> None:
-                if event.event_type not in ("opened", "closed_no_write"):
-                    wake()
-
-        observer = Observer()
-        observer.daemon = True
-        try:
-            for directory in self._dirs:
-                observer.schedule(WakeOnAnyEvent(), directory, recursive=False)
-            observer.start()
-        except OSError:
-            return False
-        self._observer = observer
-        return True
-
-    def stop(self) -> None:
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout=2)
-            self._observer = None

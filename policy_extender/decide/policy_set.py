@@ -1,141 +1,33 @@
-"""PolicySet: a compiled set of policy files and its decisions, one method per Volcano verb.
+"""PolicySet: a compiled set of policy files and its decisions, one method per deciding verb.
 
-``compile_sources({"zone.policy": text})`` parses, checks and compiles every file (all errors or
-nothing), and ``load_directories([...])`` reads ``*.policy`` files the way a ConfigMap volume
-presents them. Decisions are small frozen dataclasses; evaluation raises only ``EvalError``.
+Built by ``policyset.compile_sources`` from a ``lang.Program`` and the set's version; immutable
+and shared by threads. Evaluation raises only ``EvalError``. Which rule kinds decide which verb
+comes from the verb table.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from policy_extender.errors import Diagnostic, PolicyError, Span
-from policy_extender.lang.checker import check
-from policy_extender.lang.compiler import CompiledRule, Context, compile_rules
-from policy_extender.lang.parser import parse_file
-
-VICTIM_KINDS = {"preemptable": ("victim", "preemptable"), "reclaimable": ("victim", "reclaimable")}
-
-#: The verb each rule kind decides.
-VERBS_OF_KIND = {"filter": ("predicate",), "score": ("prioritize",), "victim": ("preemptable", "reclaimable"),
-                 "preemptable": ("preemptable",), "reclaimable": ("reclaimable",), "enqueue": ("jobEnqueueable",),
-                 "overused": ("queueOverused",), "ready": ("jobReady",)}
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    kind: str
-    file: str
-    line: int
-    column: int
-    audit: bool = False  # a shadow rule: evaluated and counted (policy_extender/audit.py), never decides
-
-
-@dataclass(frozen=True)
-class FilterDecision:
-    fits: bool
-    code: int = 0            # 0 fits, 2 Unschedulable, 3 UnschedulableAndUnresolvable
-    reason: str = ""
-    rule: str | None = None
-
-
-@dataclass(frozen=True)
-class ScoreDecision:
-    scores: dict[str, float]                  # node name -> summed weighted score
-    per_rule: dict[str, dict[str, float]] = field(default_factory=dict)  # rule -> node -> contribution
-
-
-@dataclass(frozen=True)
-class VictimDecision:
-    status: int                               # 1 Permit, 0 Abstain (no rule applied, or `if none abstain`)
-    victims: list[int] = field(default_factory=list)       # indexes into the evictees
-    reasons: dict[int, str] = field(default_factory=dict)  # evictee index -> why it is protected
-
-
-@dataclass(frozen=True)
-class StatusDecision:
-    status: int                               # 1 Permit, 0 Abstain, -1 Reject
-    rule: str | None = None
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class BoolDecision:
-    value: bool
-    rule: str | None = None
-    reason: str = ""
-
-
-FITS = FilterDecision(True)
-
-
-def compile_sources(sources: dict[str, str]) -> "PolicySet":
-    """Compile policy files given as {file name: text}; raises PolicyError with every problem."""
-    files, diagnostics = [], []
-    for name in sorted(sources):
-        try:
-            files.append(parse_file(name, sources[name]))
-        except PolicyError as err:
-            diagnostics.extend(err.diagnostics)
-            if getattr(err, "partial", None) is not None:  # the statements that did parse
-                files.append(err.partial)
-    if diagnostics:  # still check the statements that parsed, so every error is reported at once
-        try:
-            check(files)
-        except PolicyError as err:
-            diagnostics.extend(err.diagnostics)
-        raise PolicyError(diagnostics, sources)
-    return PolicySet(sources, compile_rules_of(files))
-
-
-def compile_rules_of(files):
-    checked = check(files)
-    return checked, compile_rules(checked)
-
-
-def load_directories(paths) -> "PolicySet":
-    """Compile the ``*.policy`` files of each directory (hidden entries and ``..data`` skipped)."""
-    sources: dict[str, str] = {}
-    seen: dict[str, Path] = {}
-    duplicates = []
-    for path in map(Path, paths):
-        for file in _policy_files(path):
-            if file.name in seen:
-                duplicates.append(Diagnostic("E407", f"{file.name} is in both {seen[file.name].parent} and "
-                                             f"{file.parent}", Span(file.name, 1, 1, 1, 1), "rename one of them"))
-                continue
-            seen[file.name] = file
-            sources[file.name] = file.read_text(encoding="utf-8")
-    if duplicates:
-        raise PolicyError(duplicates, sources)
-    return compile_sources(sources)
-
-
-def _policy_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    return [p for p in sorted(path.iterdir())
-            if not p.name.startswith(".") and p.name.endswith(".policy") and p.is_file()]
+from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
+                                              StatusDecision, VictimDecision)
+from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
+from policy_extender.lang.compiler import CompiledRule, Context
 
 
 class PolicySet:
     """A compiled, immutable policy set; safe to share between threads."""
 
-    def __init__(self, sources: dict[str, str], compiled):
-        checked, rules = compiled
+    def __init__(self, sources: dict[str, str], program, version: str):
+        checked, rules = program
         self.sources = dict(sources)
-        self.version = _version(self.sources)
+        self.version = version
         self.reads = checked.reads
         #: verb kinds whose rules read session data (snapshot jobs and queues, session counts)
-        self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_KIND[kind])
+        self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_RULE_KIND[kind])
         self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column, r.audit) for r in rules]
         self.kinds = frozenset(r.kind for r in rules)
         self._slots = len(checked.slots)
         self._by_kind = {kind: [r for r in rules if r.kind == kind and not r.audit] for kind in self.kinds}
-        #: shadow rules by kind (policy_extender/audit.py evaluates them); empty without any
+        #: shadow rules by kind (decide/audit.py evaluates them); empty without any
         self.audited = {kind: [r for r in rules if r.kind == kind and r.audit]
                         for kind in self.kinds if any(r.kind == kind and r.audit for r in rules)}
 
@@ -182,7 +74,7 @@ class PolicySet:
         qualifies"), the answer is Permit with no victims (Volcano ends the tier there with no
         victims), unless every rule that refused one is marked ``if none abstain``: then Abstain
         (Volcano skips the extender and the tier's other plugins decide)."""
-        rules = self._rules(*VICTIM_KINDS[kind])
+        rules = self._rules(*VERBS[kind].rule_kinds)
         victims, reasons, applied = [], {}, False
         vetoed = False  # a rule without `if none abstain` refused some evictee
         for i, evictee in enumerate(evictees):
@@ -280,12 +172,3 @@ def _why_not(rule: CompiledRule, c: Context) -> str:
 def _why(rule: CompiledRule, c: Context) -> str:
     text = rule.evaluate(rule.reason, c) if rule.reason else f"{rule.source} is true"
     return _prefix(rule) + text
-
-
-def _version(sources: dict[str, str]) -> str:
-    digest = hashlib.sha256()
-    for name in sorted(sources):
-        for part in (name, sources[name]):
-            data = part.encode("utf-8")
-            digest.update(len(data).to_bytes(8, "big") + data)
-    return digest.hexdigest()[:16]

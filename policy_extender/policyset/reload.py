@@ -27,7 +27,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from policy_extender.watch import ConcurrentUpdate, DirectoryWatcher, ReadError, read_snapshot
+from policy_extender.policyset.compile import compile_sources
+from policy_extender.policyset.files import ConcurrentUpdate, ReadError, read_snapshot
+from policy_extender.policyset.watch import DirectoryWatcher
 
 log = logging.getLogger("policy_extender.reload")
 
@@ -97,12 +99,6 @@ def render_diagnostic(diagnostic: Any, sources: dict[str, str]) -> str:
     return render(sources.get(getattr(span, "file", None)))
 
 
-def default_compile(sources: dict[str, str]):
-    from policy_extender.policy import compile_sources  # layer 4, imported when first needed
-
-    return compile_sources(sources)
-
-
 class PolicyReloader:
     """Loads the policy directories and keeps them loaded; see the module docstring.
 
@@ -130,7 +126,7 @@ class PolicyReloader:
         on_status: Callable[[ReloadStatus], None] | None = None,
         fallback: Callable[[], dict[str, str] | None] | None = None,
         on_restore: Callable[[Any], None] | None = None,
-        compile: Callable[[dict[str, str]], Any] = default_compile,
+        compile: Callable[[dict[str, str]], Any] = compile_sources,
         suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
         inotify: bool = True,
         clock: Callable[[], float] = time.time,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from policy_extender.config import Config
-from policy_extender.reload import PolicyReloader, ReloadStatus
-from policy_extender.store import LastGoodCopy, PolicyStore
+from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
+from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 
 log = logging.getLogger("policy_extender.web")
 
@@ -62,7 +62,7 @@ class Service:
         self.sessions = sessions if sessions is not None else open_session_store(config)
         self.session_cache = _session_cache(self.sessions)
         self.finished: list[RequestFinished] = []
-        #: calls without a session, per cycle (web/session_gaps.py); None outside a served app
+        #: calls without a session, per cycle (decide/session_gaps.py); None outside a served app
         self.session_gaps: Any = None
         self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
         self.tally = _tally(config, self.sessions)  # this worker's side of GET /why
@@ -103,7 +103,7 @@ class Service:
     def _serve(self, policy_set: Any) -> None:
         from policy_extender.wire import decode
         decode.prepare(policy_set.reads)  # before it serves: no request builds a decoder
-        from policy_extender.web import observe
+        from policy_extender.decide import observe
         observe.reads(self, policy_set)  # and the tally's (names added), when it is on
         self.policies.activate(policy_set)
 

@@ -21,7 +21,9 @@ from typing import Any, Callable
 
 from cachetools import LRUCache
 
-log = logging.getLogger(__name__)
+from policy_extender.policyset.compile import compile_sources
+
+log = logging.getLogger("policy_extender.store")  # the name the docs and log configs use
 
 #: Compiled versions kept per worker besides the current one (old sessions, other replicas).
 CACHE_SIZE = 16
@@ -31,15 +33,10 @@ class UnknownPolicyVersion(LookupError):
     """A session is pinned to a version whose sources no store holds."""
 
 
-def _compile_sources(sources: dict[str, str]) -> Any:
-    from policy_extender.policy import compile_sources
-    return compile_sources(sources)
-
-
 class PolicyStore:
     """The current policy set and compiled versions by hash (thread-safe)."""
 
-    def __init__(self, compile: Callable[[dict[str, str]], Any] = _compile_sources) -> None:
+    def __init__(self, compile: Callable[[dict[str, str]], Any] = compile_sources) -> None:
         self._compile = compile
         self._lock = threading.Lock()
         self._by_version: LRUCache = LRUCache(CACHE_SIZE)
