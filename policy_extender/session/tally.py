@@ -69,6 +69,10 @@ DEFAULT_MAX_ENTRIES = 20000
 DEFAULT_FLUSH_SECONDS = 1.0
 
 
+_FIT = SEP + "fit"
+_REJ = SEP + "rej" + SEP
+
+
 def key(kind: str, obj: str, path: str) -> str:
     return kind + SEP + obj + SEP + path
 
@@ -166,22 +170,33 @@ class Tally:
             self.cycle(head)
 
     def record_predicate(self, head, task, decision, audits=(), request_id: str = "-") -> None:
+        """The hot path (one call per node per task): two dict updates under the lock."""
         if head is None or not self.enabled:
             return
-        self._started()
-        obj = object_name(task)
-        prefix = "task" + SEP + obj + SEP
+        if self._flusher_pid != os.getpid():
+            self._start_flusher()
+        answers = "task" + SEP + object_name(task) + SEP + "p"
         with self._lock:
-            c = self.cycle(head)
-            c.add(prefix + "p")
-            if decision.fits:
-                c.add(prefix + "p" + SEP + "fit")
+            c = self._pending.get(head.session_id) or self.cycle(head)
+            counts = c.counts
+            n = counts.get(answers)
+            if n is None:
+                c.add(answers)
             else:
-                k = prefix + "p" + SEP + "rej" + SEP + (decision.rule or "")
+                counts[answers] = n + 1
+            if decision.fits:
+                k = answers + _FIT
+                n = counts.get(k)
+                if n is None:
+                    c.add(k)
+                else:
+                    counts[k] = n + 1
+            else:
+                k = answers + _REJ + (decision.rule or "")
                 c.add(k)
                 c.first(k, decision.reason, request_id)
             if audits:
-                _audits(c, prefix, audits, request_id)
+                _audits(c, answers[:-1], audits, request_id)
 
     def record_prioritize(self, head, task, decision, audits=(), request_id: str = "-") -> None:
         if head is None or not self.enabled:
