@@ -98,3 +98,20 @@ def test_why_in_process_counts_a_rejection_and_an_audit(make_app):
     fit = answer["code"] == 0
     assert cycle["predicate"]["answers"] == 1 and cycle["predicate"]["fit"] == int(fit)
     assert cycle["audit"]["zone-next"]["outcomes"] == {"reject": 1}
+
+
+def test_why_shows_prioritize_and_victims_of_a_task(make_app):
+    client = make_app().test_client()
+    assert post(client, "onSessionOpen").status_code == 200
+    assert post(client, "prioritize").status_code == 200
+    assert post(client, "preemptable").status_code == 200
+    body = sample_json("prioritize")
+    task = f"{body['task']['Namespace']}/{body['task']['Name']}"
+    (cycle,) = client.get("/why?task=" + task).json["cycles"]
+    top = cycle["prioritize"]["top_nodes"]
+    assert cycle["prioritize"]["calls"] == 1 and 1 <= len(top) <= 5
+    assert [n["score"] for n in top] == sorted((n["score"] for n in top), reverse=True)
+    assert all(sum(n["rules"].values()) == n["score"] for n in top)
+    evictor = sample_json("preemptable")["evictor"]
+    (cycle,) = client.get(f"/why?task={evictor['Namespace']}/{evictor['Name']}").json["cycles"]
+    assert cycle["victims"]["preemptable"]["calls_as_evictor"] == 1
