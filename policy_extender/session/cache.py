@@ -38,7 +38,7 @@ from policy_extender.session.counts import Counters, Move
 from policy_extender.session.env import SessionEnv, Snapshot, queue_name_of
 from policy_extender.session.head_watch import watch_for
 from policy_extender.session.store import Change, Head, SessionLost, SessionStore
-from policy_extender.wire.session import NO_SESSION
+from policy_extender.wire.session_views import NO_SESSION
 
 log = logging.getLogger("policy_extender.session")
 

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from policy_extender.session.store import Head
 from policy_extender.session.counts import Counters
-from policy_extender.wire.session import SessionView
+from policy_extender.wire.session_views import SessionView
 
 
 class Snapshot(Protocol):
