@@ -215,6 +215,11 @@ ALWAYS_READ: dict[str, tuple[WirePath, ...]] = {
 }
 
 
+#: The fields of ``allocation`` that the session's allocation list is indexed by, so that an
+#: aggregate's ``a.<field> == x`` reads one bucket instead of every allocation.
+INDEXED = ("job", "queue", "node")
+
+
 def field(type_name: str, name: str) -> Field | None:
     """The field ``name`` of object type ``type_name``, or None."""
     return TYPES.get(type_name, {}).get(name)

@@ -125,7 +125,7 @@ def _count_session_event(event: str) -> None:
 
 def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
     """The cycle recorder of ``--record DIR`` (replay/recorder.py), or None."""
-    from policy_extender.replay.capture import recorder_for
+    from policy_extender.record.capture import recorder_for
     return recorder_for(config, policies, sessions)
 
 

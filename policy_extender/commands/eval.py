@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender.fixtures import exchange
+    from policy_extender.fixture_runner import exchange
     found = verb_named(args.verb)
     if found is None:
         print(f"policy-extender eval: unknown verb {args.verb!r}{_did_you_mean(args.verb)}: "
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _decide(args, verb: str, exchange) -> int:
-    from policy_extender.fixtures import outcome
+    from policy_extender.fixture_runner import outcome
     policy_set = exchange.compile_files((Path(args.policies),))
     if not policy_set.sources:
         raise OSError(2, f"no *.policy files in {args.policies}", args.policies)

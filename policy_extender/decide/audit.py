@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policy_extender.errors import EvalError
-from policy_extender.lang.compiler import Context
+from policy_extender.lang.runtime import Context
 
 #: Outcomes that are a rejection of the object (shown by ``/why`` with the rule's reason).
 REJECTING = frozenset({"reject", "protect", "overused", "not_ready", "error"})

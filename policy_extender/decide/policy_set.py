@@ -10,7 +10,8 @@ from __future__ import annotations
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
-from policy_extender.lang.compiler import CompiledRule, Context
+from policy_extender.lang.compiler import CompiledRule
+from policy_extender.lang.runtime import Context
 
 
 class PolicySet:

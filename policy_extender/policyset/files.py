@@ -53,7 +53,7 @@ class DuplicateFile(ReadError):
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class PolicyFiles:
     """The policy files of every directory, read at one consistent moment."""
 
     #: {file name as shown in errors: raw bytes}
@@ -79,7 +79,7 @@ def decode(name: str, data: bytes) -> str:
         ) from None
 
 
-def read_snapshot(paths: list[str], suffixes: tuple[str, ...]) -> Snapshot:
+def read_snapshot(paths: list[str], suffixes: tuple[str, ...]) -> PolicyFiles:
     """Read every policy file of ``paths`` (directories, or single files).
 
     Files are named by their bare name, so a policy version (a hash of names and contents) is the
@@ -93,7 +93,7 @@ def read_snapshot(paths: list[str], suffixes: tuple[str, ...]) -> Snapshot:
             if name in files:
                 raise DuplicateFile(name, origin[name], path)
             files[name], origin[name] = data, path
-    return Snapshot(files, digest_of(files))
+    return PolicyFiles(files, digest_of(files))
 
 
 def read_path(path: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:

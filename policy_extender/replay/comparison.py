@@ -11,7 +11,7 @@ from policy_extender.decide.table import DECIDING
 
 from . import diff
 from .engine import Answer, Replayed, Replayer
-from .frames import Problem
+from policy_extender.record.frames import Problem
 from .reading import Cycle, read_cycles
 
 

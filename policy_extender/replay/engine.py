@@ -36,7 +36,7 @@ class Replayer:
     """One in-process service answering with ``policy_set``."""
 
     def __init__(self, policy_set: Any) -> None:
-        from policy_extender.fixtures.exchange import Exchanger
+        from policy_extender.fixture_runner.exchange import Exchanger
         self.policy_set = policy_set
         self.exchanger = Exchanger(policy_set)
 

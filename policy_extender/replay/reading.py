@@ -10,8 +10,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from . import frames
-from .frames import Problem
+from policy_extender.record import frames
+from policy_extender.record.frames import Problem
 
 
 @dataclass(frozen=True)

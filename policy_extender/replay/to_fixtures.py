@@ -26,7 +26,7 @@ import yaml
 from policy_extender.decide.table import DECIDING
 
 from .engine import Replayer
-from .frames import Problem
+from policy_extender.record.frames import Problem
 from .reading import Call, Cycle, read_cycles
 
 
@@ -123,8 +123,8 @@ def _write_body(out: str, cycle: Cycle, name: str, body: bytes) -> str:
 
 def _case(index: int, call: Call, replayer: Replayer, response: bytes, body_file: str,
           open_file: str | None, allocations: list[dict]) -> dict:
-    from policy_extender.fixtures.model import DECISION_ALIASES
-    from policy_extender.fixtures.outcome import actual
+    from policy_extender.fixture_runner.model import DECISION_ALIASES
+    from policy_extender.fixture_runner.outcome import actual
     from .diff import subject_of
     name = DECISION_ALIASES.get(call.verb, call.verb)
     subject = subject_of(call.verb, call.request)
@@ -140,7 +140,7 @@ def _case(index: int, call: Call, replayer: Replayer, response: bytes, body_file
 def expectation(name: str, outcome: dict) -> dict:
     """The ``expect:`` of a case from the outcome the runner reads (fixtures.outcome.actual):
     every outcome the decision's ``expect:`` takes, reasons as exact (escaped) regexes."""
-    from policy_extender.fixtures.model import DECISIONS
+    from policy_extender.fixture_runner.model import DECISIONS
     if name == "filter" and outcome["fits"]:
         return {"fits": True}
     allowed = DECISIONS[name].expect_keys - {"order"}  # scores say it; ties make order ambiguous

@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 from policy_extender.decide.handlers import respond
 from policy_extender.decide.reply import Reply, VerbError, error_reply
-from policy_extender.replay.capture import begin as begin_capture
+from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
 

@@ -8,6 +8,6 @@
 * ``compact``: compact test input -> real wire bodies
 """
 
-from .errors import CompactError, WireError
+from policy_extender.errors import CompactError, WireError
 
 __all__ = ["WireError", "CompactError"]

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping
 
 from .. import schema
-from .errors import CompactError
+from policy_extender.errors import CompactError
 from .quantity import parse_quantity
 
 _STATUS_CODES = {name.lower(): code for code, name in schema.TASK_STATUSES.items()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import schema
 from .resources import Counts, Resources, _get
-from .session import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
+from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
            "Resources", "Counts", "SessionView", "AllocationView", "Tally", "Allocation", "NoSession", "NO_SESSION",

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from policy_extender.wire import decode
-from policy_extender.wire.session import NO_SESSION, Allocation, SnapshotEnv
+from policy_extender.wire.session_views import NO_SESSION, Allocation, SnapshotEnv
 
 #: the test suite's copy of the shared sample bodies (tests/samples)
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"

@@ -8,7 +8,7 @@ import pytest
 from policy_extender.wire.decode import (decode_job, decode_predicate, decode_prioritize,
                                          decode_queue, decode_session_close, decode_task_event,
                                          decode_victims)
-from policy_extender.wire.errors import WireError
+from policy_extender.errors import WireError
 from policy_extender.wire.structs import struct_for
 
 from .conftest import sample

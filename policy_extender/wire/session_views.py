@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from operator import attrgetter
 from typing import NamedTuple
 
+from policy_extender.schema import INDEXED
+
 from .quantity import whole
 from .resources import EMPTY, NO_COUNTS, Counts, Resources
 
@@ -44,8 +46,6 @@ class AllocationView:
                 f"node={self.node!r}, requests={self.requests!r})")
 
 
-#: The fields of ``allocation`` that ``Placements`` indexes (what ``a.<field> == x`` can look up).
-INDEXED = ("job", "queue", "node")
 _SEQ = attrgetter("_seq")
 _NOTHING: list = []
 
