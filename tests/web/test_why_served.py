@@ -218,3 +218,72 @@ def _audit_count(text: str, outcome: str) -> int:
     found = re.search(rf'^policy_extender_audit_decisions_total\{{outcome="{outcome}",rule="big-enough"\}} (\S+)$',
                       text, re.M)
     return int(float(found.group(1))) if found else 0
+
+
+def test_two_replicas_on_one_redis_add_up_in_one_tally(tmp_path):
+    """Each replica (its own gunicorn, 2 workers) answers half of the cycle's calls; /why on
+    either one counts them all."""
+    redis = RedisServer(tmp_path)
+    policies = write_policies(tmp_path / "policies", POLICIES)
+    replicas = []
+    try:
+        for _ in range(2):
+            replicas.append(Server(tmp_path, policies, redis.url, workers=2,
+                                   extra_args=("--tally-flush-seconds", str(FLUSH))))
+        for replica in replicas:
+            replica.wait_ready()
+        volcanos = [VolcanoClient(r.port, timeout=20) for r in replicas]
+        try:
+            volcanos[0].call("onSessionOpen", (SAMPLES / "onSessionOpen.json").read_bytes())
+            answers = []
+            for i, labels in enumerate(NODES * 2):
+                answers.append((labels, volcanos[i % 2].call("predicate", predicate_body(i % 16, labels), fresh=True)))
+            rejected = Counter(a["status"].split(" ", 1)[0] for _, a in answers if a["code"])
+            want = {rule: n for rule, n in rejected.items()}
+            for volcano in volcanos:
+                task = why(volcano, "task=ml/train-7-0", lambda a: a["cycles"] and a["cycles"][0].get(
+                    "predicate", {}).get("answers") == len(answers))
+                predicate = task["cycles"][0]["predicate"]
+                assert predicate["answers"] == len(answers)
+                assert predicate["fit"] == sum(1 for _, a in answers if a["code"] == 0)
+                assert {rule: r["count"] for rule, r in predicate["rejected_by"].items()} == want
+        finally:
+            for volcano in volcanos:
+                volcano.close()
+    finally:
+        for replica in replicas:
+            replica.stop()
+        redis.stop()
+
+
+def test_a_store_that_refuses_the_tally_loses_the_tally_not_a_decision(tmp_path):
+    """Redis answers every session call but fails every tally write (its cycles key holds the
+    wrong type): the answers stay right, the failures are counted and logged."""
+    import redis as redis_client
+    redis = RedisServer(tmp_path)
+    try:
+        redis_client.Redis.from_url(redis.url).set("{policy-extender}:tally:cycles", "not a sorted set")
+        srv = Server(tmp_path, write_policies(tmp_path / "policies", POLICIES), redis.url, workers=2,
+                     extra_args=("--tally-flush-seconds", str(FLUSH)))
+        volcano = VolcanoClient(srv.port, timeout=20)
+        try:
+            srv.wait_ready()
+            volcano.call("onSessionOpen", (SAMPLES / "onSessionOpen.json").read_bytes())
+            for i, labels in enumerate(NODES):
+                answer = volcano.call("predicate", predicate_body(i, labels), fresh=True)
+                rule = expected_rule(labels)
+                assert (answer["code"] == 0) == (rule is None)
+                assert rule is None or answer["status"].startswith(rule + " (a.policy:")
+            deadline = time.monotonic() + CYCLE_TIMEOUT
+            while "policy_extender_tally_flush_failures_total 0.0" in _metrics(srv.port) and time.monotonic() < deadline:
+                time.sleep(FLUSH)
+            failures = re.search(r"^policy_extender_tally_flush_failures_total (\S+)$", _metrics(srv.port), re.M)
+            assert float(failures.group(1)) >= 1
+            status, answer = volcano.get("/why?task=ml/train-7-0")
+            assert status == 503 and "the session store cannot be read" in answer["error"]
+        finally:
+            volcano.close()
+            srv.stop()
+        assert "decision tally: the session store did not take this worker's tally (ResponseError: WRONGTYPE" in srv.log()
+    finally:
+        redis.stop()
