@@ -15,7 +15,11 @@ from werkzeug.exceptions import HTTPException
 
 from policy_extender import logs, metrics
 from policy_extender.config import Config
+from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
+from policy_extender.logs import RequestIdMiddleware
 from policy_extender.service import RequestRecord, Service
+from policy_extender.web.dispatch import VerbDispatch
+from policy_extender.web.ops import ops
 
 log = logging.getLogger("policy_extender.web")
 
@@ -24,10 +28,6 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
                runtime_dir: str | None = None) -> Flask:
     """A Flask app serving ``config`` (defaults when None); ``sessions`` overrides the store;
     ``runtime_dir`` is the instance's private directory (``serve`` passes it; see instance.py)."""
-    from policy_extender.logs import RequestIdMiddleware
-    from policy_extender.web.dispatch import VerbDispatch
-    from policy_extender.web.ops import ops
-    from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
 
     app = Flask("policy_extender")
     svc = Service(config or Config(), sessions=sessions, runtime_dir=runtime_dir)
