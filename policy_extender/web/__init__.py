@@ -1,9 +1,10 @@
-"""The extender service as a Flask app: ``create_app(config)``.
+"""HTTP only: the Flask app (``create_app(config)``), the WSGI verb dispatch, body reading, ops routes.
+May import everything below it (service, decide, record, ...); never fixture_runner, replay or commands.
 
 Verb routes (``POST /predicate`` ...) are answered by :class:`dispatch.VerbDispatch`, a thin WSGI
-layer in front of Flask; the ops routes are a Flask blueprint; every error is a JSON body
-``{"error": ...}``. Long-lived state lives in ``app.extensions["policy_extender"]``
-(:class:`service.Service`).
+layer in front of Flask that reads the body and calls ``decide.handlers.respond``; the ops routes
+are a Flask blueprint; every error is a JSON body ``{"error": ...}``. Long-lived state lives in
+``app.extensions["policy_extender"]`` (:class:`policy_extender.service.Service`).
 """
 
 from __future__ import annotations
