@@ -28,7 +28,7 @@ from policy_extender.decide.table import DECIDING
 from policy_extender.fixture_runner.model import DECISION_ALIASES, DECISIONS
 from policy_extender.fixture_runner.outcome import actual
 from policy_extender.record.frames import Problem
-from policy_extender.schema import PLAIN_SCALARS
+from policy_extender.wire.paths import PLAIN_SCALARS
 
 from .diff import subject_of
 from .engine import Replayer
