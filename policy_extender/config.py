@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from policy_extender.decide.table import VERB_KINDS  # every verb kind, each its default URL path
+from policy_extender.decide.names import ON_SESSION_OPEN, PRIORITIZE, VERB_KINDS
 
 ENV_PREFIX = "POLICY_EXTENDER_"
 
@@ -31,7 +31,7 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, 
 
 #: Verbs whose body limit is not ``body_limit``: the snapshot is the whole cluster (268 MB at 500
 #: nodes x 30 pods), and prioritize embeds every candidate node with its pods (93 MB at 500 nodes).
-DEFAULT_BODY_LIMITS = {"onSessionOpen": 1024 * MIB, "prioritize": 256 * MIB}
+DEFAULT_BODY_LIMITS = {ON_SESSION_OPEN: 1024 * MIB, PRIORITIZE: 256 * MIB}
 
 
 class ConfigError(ValueError):

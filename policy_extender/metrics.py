@@ -36,7 +36,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_extender.instance import METRICS_DIR
 from policy_extender.instance import METRICS_ENV as MULTIPROC_ENV
+from policy_extender.instance import process_runtime_dir
 
 PREFIX = "policy_extender_"
 
@@ -78,6 +80,9 @@ class Metrics:
 
 def build() -> Metrics:
     """Create the metrics. The first call in a process imports ``prometheus_client``."""
+    # prometheus_client is imported only here and below, never at module level: it picks
+    # in-memory or multiprocess values when first imported, from PROMETHEUS_MULTIPROC_DIR, which
+    # ``on_starting`` sets in the master before any worker exists (see _refuse_mixed_mode).
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
     _refuse_mixed_mode()
@@ -411,7 +416,6 @@ def prepare_directory(directory: str | None = None) -> str:
     ``session-gaps-*.json`` (and only those: the variable might name a shared directory) are
     removed.
     """
-    from policy_extender.instance import METRICS_DIR, process_runtime_dir
     directory = directory or os.environ.get(MULTIPROC_ENV) or os.path.join(process_runtime_dir(), METRICS_DIR)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for name in os.listdir(directory):

@@ -16,9 +16,15 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from policy_extender import metrics
 from policy_extender.config import Config
+from policy_extender.instance import LAST_GOOD_FILE
 from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
 from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
+from policy_extender.record.capture import recorder_for
+from policy_extender.session.cache import SessionCache
+from policy_extender.session.factory import open_store
+from policy_extender.wire import decode
 
 log = logging.getLogger("policy_extender.web")
 
@@ -41,7 +47,6 @@ RequestFinished = Callable[[RequestRecord], None]
 
 def open_session_store(config: Config) -> Any:
     """The shared store named by ``config.session_store`` (sqlite:PATH or redis://...)."""
-    from policy_extender.session.factory import open_store
     return open_store(config.session_store, ttl_seconds=config.session_ttl,
                       redis_timeout=config.redis_timeout)
 
@@ -101,7 +106,6 @@ class Service:
             self.last_good.save(policy_set.version, policy_set.sources)
 
     def _serve(self, policy_set: Any) -> None:
-        from policy_extender.wire import decode
         decode.prepare(policy_set.reads)  # before it serves: no request builds a decoder
         from policy_extender.decide import observe
         observe.reads(self, policy_set)  # and the tally's (names added), when it is on
@@ -114,18 +118,15 @@ class Service:
 
 def _session_cache(sessions: Any) -> Any:
     """This worker's cache of the shared session (snapshot bytes -> views, records -> counts)."""
-    from policy_extender.session.cache import SessionCache
     return SessionCache(sessions, on_event=_count_session_event)
 
 
 def _count_session_event(event: str) -> None:
-    from policy_extender import metrics
     metrics.count_session(event)
 
 
 def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
     """The cycle recorder of ``--record DIR`` (replay/recorder.py), or None."""
-    from policy_extender.record.capture import recorder_for
     return recorder_for(config, policies, sessions)
 
 
@@ -143,12 +144,10 @@ def _count_tally_failure() -> None:
 
 
 def _last_good_path(runtime_dir: str) -> str:
-    from policy_extender.instance import LAST_GOOD_FILE
     return os.path.join(runtime_dir, LAST_GOOD_FILE)
 
 
 def _set_policy_metrics(status: ReloadStatus) -> None:
     """The policy gauges follow the reload status (every change of it)."""
-    from policy_extender import metrics
     metrics.set_policy_status(status.version, status.last_success_at or 0.0, status.last_reload_ok,
                               len(status.errors))

@@ -19,8 +19,6 @@ from pathlib import Path
 
 from policy_extender.commands import missing_paths
 from policy_extender.errors import PolicyError
-from policy_extender.policyset import compile_sources, read_sources
-from policy_extender.policyset.files import ReadError
 
 HELP = "lint policy files: every error as file:line:col with the source line and a caret; exit 1 on any error"
 
@@ -69,6 +67,8 @@ def _visible_directories(root: Path) -> list[Path]:
 def check_set(paths: tuple[Path, ...]) -> dict:
     """Compile one set: its files, rule count and version, or every diagnostic. Files are named
     by their path, so an editor can open what the diagnostics point at."""
+    from policy_extender.policyset import compile_sources, read_sources  # lazy: commands/__init__
+    from policy_extender.policyset.files import ReadError
     report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": ""}
     try:
         sources = read_sources(paths)

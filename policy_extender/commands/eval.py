@@ -7,11 +7,10 @@ the command prints the decision, why, and the exact answer the service would sen
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from pathlib import Path
-
-from policy_extender.decide.table import BY_DECISION, DECIDING, verb_named
 
 HELP = "decide one raw Volcano request body with a policy directory and print the decision and why"
 
@@ -20,14 +19,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("body", nargs="?", default="-", metavar="FILE|-",
                         help="the request body as Volcano sends it (default: - for stdin)")
     parser.add_argument("--verb", required=True,
-                        help=f"{', '.join(DECIDING)} (or {', '.join(n for n in BY_DECISION if n not in DECIDING)})")
+                        help="a deciding verb, by its Volcano name (predicate, prioritize, ...) or its "
+                             "decision name (filter, score, ...); an unknown name lists them all")
     parser.add_argument("--policies", default="policies", metavar="DIR", help="directory of *.policy files (default: policies)")
     parser.add_argument("--session", metavar="FILE", help="an onSessionOpen body to decide within (default: no session)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender.fixture_runner import exchange
+    from policy_extender.decide.table import DECIDING, verb_named  # lazy: commands/__init__
+    from policy_extender.fixture_runner import exchange  # lazy: commands/__init__
     found = verb_named(args.verb)
     if found is None:
         print(f"policy-extender eval: unknown verb {args.verb!r}{_did_you_mean(args.verb)}: "
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _decide(args, verb: str, exchange) -> int:
-    from policy_extender.fixture_runner import outcome
+    from policy_extender.fixture_runner import outcome  # lazy: commands/__init__
     policy_set = exchange.compile_files((Path(args.policies),))
     if not policy_set.sources:
         raise OSError(2, f"no *.policy files in {args.policies}", args.policies)
@@ -62,7 +63,7 @@ def _decide(args, verb: str, exchange) -> int:
 
 def _did_you_mean(word: str) -> str:
     """`` (did you mean 'prioritize'?)`` for the closest verb or decision name, case aside."""
-    import difflib
+    from policy_extender.decide.table import BY_DECISION, DECIDING  # lazy: commands/__init__
     names = {name.lower(): name for name in (*DECIDING, *BY_DECISION)}
     close = difflib.get_close_matches(word.lower(), list(names), n=1, cutoff=0.6)
     return f" (did you mean {names[close[0]]!r}?)" if close else ""

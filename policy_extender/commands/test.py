@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender.fixture_runner import reporters
+    from policy_extender.fixture_runner import reporters  # lazy: commands/__init__
     from policy_extender.fixture_runner.coverage import render
     from policy_extender.fixture_runner.results import Tally
     from policy_extender.fixture_runner.runner import run_paths

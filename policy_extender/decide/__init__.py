@@ -1,2 +1,3 @@
-"""Deciding a verb call: the one verb table (decode, decide, encode), decision types, the policy set's evaluation, the handlers.
-May import lang, wire, session and errors/metrics/logs; never policyset, service, web, record, replay or fixtures."""
+"""Deciding one verb call: Volcano's verb names, the one verb table (decode, decide, encode), decisions, the handlers.
+May import lang, wire, session, errors, metrics and logs; never policyset, record, service, web, replay or commands.
+"""

@@ -12,6 +12,7 @@ from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
 from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
+from policy_extender.wire.paths import go_reads
 
 
 class PolicySet:
@@ -21,7 +22,8 @@ class PolicySet:
         checked, rules = program
         self.sources = dict(sources)
         self.version = version
-        self.reads = checked.reads
+        #: root object type -> the wire paths its pruned decoders keep
+        self.reads = go_reads(checked.reads)
         #: verb kinds whose rules read session data (snapshot jobs and queues, session counts)
         self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_RULE_KIND[kind])
         self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column, r.audit) for r in rules]

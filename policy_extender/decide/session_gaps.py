@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from policy_extender import metrics
+from policy_extender.decide.names import ON_SESSION_OPEN
 
 log = logging.getLogger("policy_extender.sessions")
 
@@ -219,7 +220,7 @@ def late_open_watch(config: Any) -> Callable[[Any], None]:
     limit = config.volcano_timeout
 
     def watch(record: Any) -> None:
-        if record.verb != "onSessionOpen" or record.status != 200 or not limit or record.seconds <= limit:
+        if record.verb != ON_SESSION_OPEN or record.status != 200 or not limit or record.seconds <= limit:
             return
         metrics.count_late_open()
         log.warning(

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from policy_extender import metrics
 from policy_extender.decide.reply import Reply, VerbError
+from policy_extender.session.allocation import AllocationRecord, encode_allocation
 from policy_extender.wire import decode as wire_decode
 from policy_extender.wire import encode, snapshot
 
@@ -56,7 +58,6 @@ def _count_ended_unclosed(service: Service, before) -> None:
 
 
 def _count_session(event: str) -> None:
-    from policy_extender import metrics
     metrics.count_session(event)
 
 
@@ -79,7 +80,6 @@ def deallocate(service: Service, body: bytes) -> Reply:
 def _event(service: Service, body: bytes, kind: str) -> Reply:
     """An event the store cannot record is an error (5xx): Volcano then decides by
     ``extender.ignorable`` instead of the event silently missing from this cycle's counts."""
-    from policy_extender.session.allocation import AllocationRecord, encode_allocation
     task = wire_decode.decode_task_event(body).task
     head = service.sessions.head()
     if head is None:

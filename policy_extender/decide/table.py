@@ -1,6 +1,6 @@
-"""The one verb table: every verb Volcano's extender plugin calls, and for each what decodes its
-body, which rules decide it, how the decision goes on the wire, and how fixtures and replay name
-and read it. Verb names are written here and nowhere else; everything else derives from ``VERBS``.
+"""The one verb table: every verb Volcano's extender plugin calls (``names``), and for each what
+decodes its body, which rules decide it, how the decision goes on the wire, and how fixtures and
+replay name and read it. Everything else about verbs derives from ``VERBS``.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from policy_extender.decide import session_verbs
+from policy_extender.decide import names, session_verbs
 from policy_extender.wire import decode, encode
 
 
@@ -54,33 +54,33 @@ def _vote(name: str, decision: str, decoder, decide, encoder, outcome, keys: tup
 
 
 VERBS: dict[str, Verb] = {v.name: v for v in (
-    Verb("onSessionOpen", decode.decode_session_open, handle=session_verbs.on_session_open),
-    Verb("onSessionClose", decode.decode_session_close, handle=session_verbs.on_session_close),
-    Verb("predicate", decode.decode_predicate,
+    Verb(names.ON_SESSION_OPEN, decode.decode_session_open, handle=session_verbs.on_session_open),
+    Verb(names.ON_SESSION_CLOSE, decode.decode_session_close, handle=session_verbs.on_session_close),
+    Verb(names.PREDICATE, decode.decode_predicate,
          decide=lambda ps, r, env: ps.predicate(r.task, r.node, env),
          encode=lambda d, r: encode.predicate(d), outcome=lambda d: "" if d.fits else "reject",
          decision="filter", rule_kinds=("filter",), inputs=("task", "node"), compact="predicate_body",
          expect=frozenset({"fits", "code", "reason", "rule"}), answer="fit", subject=lambda r: r.task),
-    Verb("prioritize", decode.decode_prioritize,
+    Verb(names.PRIORITIZE, decode.decode_prioritize,
          decide=lambda ps, r, env: ps.prioritize(r.task, r.nodes, env),
          encode=lambda d, r: encode.prioritize(d, r.nodes),
          decision="score", rule_kinds=("score",), inputs=("task", "nodes"), compact="prioritize_body",
          expect=frozenset({"scores", "order"}), answer="scores", subject=lambda r: r.task),
-    _victims("preemptable"),
-    _victims("reclaimable"),
-    _vote("queueOverused", "overused", decode.decode_queue, lambda ps, r, env: ps.overused(r.queue, env),
+    _victims(names.PREEMPTABLE),
+    _victims(names.RECLAIMABLE),
+    _vote(names.QUEUE_OVERUSED, "overused", decode.decode_queue, lambda ps, r, env: ps.overused(r.queue, env),
           encode.overused, lambda d: "overused" if d.value else "not_overused", ("overused", "overused"), ("queue",), "queue_body"),
-    _vote("jobEnqueueable", "enqueue", decode.decode_job, lambda ps, r, env: ps.enqueueable(r.job, env),
+    _vote(names.JOB_ENQUEUEABLE, "enqueue", decode.decode_job, lambda ps, r, env: ps.enqueueable(r.job, env),
           encode.enqueueable, lambda d: _STATUS_WORDS.get(d.status, "abstain"), ("status", "status"), ("job",), "job_body"),
-    Verb("jobEnqueued", decode.decode_job, handle=session_verbs.job_enqueued),
-    _vote("jobReady", "ready", decode.decode_job, lambda ps, r, env: ps.ready(r.job, env),
+    Verb(names.JOB_ENQUEUED, decode.decode_job, handle=session_verbs.job_enqueued),
+    _vote(names.JOB_READY, "ready", decode.decode_job, lambda ps, r, env: ps.ready(r.job, env),
           encode.ready, lambda d: "ready" if d.value else "not_ready", ("status", "ready"), ("job",), "job_body"),
-    Verb("allocateFunc", decode.decode_task_event, inputs=("task",), handle=session_verbs.allocate),
-    Verb("deallocateFunc", decode.decode_task_event, inputs=("task",), handle=session_verbs.deallocate),
+    Verb(names.ALLOCATE, decode.decode_task_event, inputs=("task",), handle=session_verbs.allocate),
+    Verb(names.DEALLOCATE, decode.decode_task_event, inputs=("task",), handle=session_verbs.deallocate),
 )}
 
-#: Every verb kind, in the order of Volcano's extender plugin (``extender.go``'s arguments).
-VERB_KINDS: tuple[str, ...] = tuple(VERBS)
+VERB_KINDS = names.VERB_KINDS
+assert tuple(VERBS) == VERB_KINDS, "the table lists every verb kind once, in names.VERB_KINDS order"
 
 #: The verbs whose answer is a decision of the policies.
 DECIDING: tuple[str, ...] = tuple(name for name, verb in VERBS.items() if verb.decide is not None)

@@ -1,5 +1,6 @@
-"""The policy language: parse → build → check → compile, with ``compile(sources)`` the front door;
-the runtime (``runtime``, with its ``Context``) evaluates what it built. Imports errors and schema only."""
+"""The policy language: parse → build → check → compile (``lang.compile(sources)``), and the runtime that evaluates it.
+May import errors and schema only; nothing of the wire, the session or the service.
+"""
 
 from policy_extender.lang.program import Program, compile
 

@@ -2,7 +2,8 @@
 
 The result (``Checked``) is what the compiler needs: the rules with their guards and modifiers,
 the type of every expression node, what every ``Name`` refers to, the aggregate variable slots,
-and the Go wire paths each root object type must be decoded with (``reads``).
+and what each root object type is read for (``reads``: chains of (type, field) steps, which
+the wire layer turns into the Go key paths its pruned decoders keep, ``wire.paths.go_reads``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ _SNAPSHOT_ROOTS = {"filter": ("job", "queue"), "score": ("job", "queue"), "enque
 
 class Typed(NamedTuple):
     type: str
-    origin: tuple[str, tuple[str, ...]] | None = None  # (wire root, path prefix) of this value
+    origin: tuple[str, tuple] | None = None  # (wire root, chain of (type, field) steps to this value)
 
 
 @dataclass
@@ -99,7 +100,8 @@ class Checker:
         self.names: dict[int, tuple] = {}
         self.slots: dict[int, int] = {}
         self.prepared: dict[int, object] = {}
-        self.reads: dict[str, set] = {r: set(schema.ALWAYS_READ.get(r, ())) for r in WIRE_ROOTS}
+        #: root -> {(chain of (type, field) steps, whole value)}
+        self.reads: dict[str, set] = {r: set() for r in WIRE_ROOTS}
         self.rule_names: dict[str, Span] = {}
         self.let_types: dict[tuple, Typed] = {}
         self.session_kinds: set[str] = set()
@@ -356,13 +358,13 @@ class Checker:
             self.session_kinds.add(scope.kind)
         origin = None
         if obj.origin is not None:
-            root, prefix = obj.origin
-            paths = [prefix + w for w in f.wire]
-            self.reads[root].update(paths)
+            root, chain = obj.origin
+            read = chain + ((obj.type, f.name),)
+            self.reads[root].add((read, False))
             if f.type in WIRE_ROOTS:
                 origin = (f.type, ())
-            elif paths and (types.element(f.type) in WIRE_ROOTS or f.type in schema.TYPES):
-                origin = (root, paths[0])
+            elif not f.session and (types.element(f.type) in WIRE_ROOTS or f.type in schema.TYPES):
+                origin = (root, read)
         return Typed(f.type, origin)
 
     def expr_Index(self, node: ast.Index, scope) -> Typed:
@@ -393,13 +395,13 @@ class Checker:
     def resource_read(self, node: ast.Index, obj: Typed) -> None:
         if obj.origin is None:
             return
-        root, prefix = obj.origin
+        root, chain = obj.origin
         key = node.key.value if isinstance(node.key, ast.Literal) else None
         if not isinstance(key, str):
-            self.reads[root].add(prefix)
+            self.reads[root].add((chain, True))
             return
         name = next((n for n, full in schema.RESOURCE_SHORTHANDS.items() if key in (n, full)), "ephemeral_storage")
-        self.reads[root].update(prefix + w for w in schema.TYPES["resources"][name].wire)
+        self.reads[root].add((chain + (("resources", name),), False))
 
     def expr_Call(self, node: ast.Call, scope) -> Typed:
         arg_types = [self.expr(a, scope).type for a in node.args]

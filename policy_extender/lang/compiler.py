@@ -16,6 +16,7 @@ from policy_extender.errors import EvalError
 from policy_extender.lang import ast, runtime, types
 from policy_extender.lang.builtins import BUILTINS
 from policy_extender.lang.checker import Checked, CheckedRule
+from policy_extender.lang.explain import explainer
 from policy_extender.lang.runtime import Context
 from policy_extender.schema import INDEXED
 
@@ -75,7 +76,6 @@ class Compiler:
         return " ".join(line.strip() for line in lines[span.line - 1:span.end_line])[:200]
 
     def rule(self, checked: CheckedRule) -> CompiledRule:
-        from policy_extender.lang.explain import explainer  # explain builds on the compiler
         rule = checked.rule
         guards = [self.expr(g) for g in checked.guards]
         return CompiledRule(

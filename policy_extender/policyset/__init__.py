@@ -1,5 +1,6 @@
 """The policy set a worker serves: the one directory reader and content hash, compiling, versions, reload and watch.
-May import lang, decide, errors, logs and metrics; never session stores' internals, service, web, replay or fixtures."""
+May import lang, decide, errors, logs and metrics; never session, record, service, web, replay or commands.
+"""
 
 from policy_extender.policyset.compile import compile_sources, load_directories, read_sources
 

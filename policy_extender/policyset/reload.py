@@ -22,6 +22,7 @@ had a good set stays not ready.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
@@ -311,6 +312,5 @@ def install_sighup(reloader: PolicyReloader) -> None:
     before that); SIGHUP to the gunicorn master instead restarts every worker gracefully, and
     each new worker loads the directories when it starts.
     """
-    import signal
 
     signal.signal(signal.SIGHUP, lambda signum, frame: reloader.request_reload())

@@ -19,7 +19,7 @@ class DirectoryWatcher:
         self._observer = None
 
     def start(self) -> bool:
-        try:
+        try:  # optional: without watchdog (or inotify) polling alone remains
             from watchdog.events import FileSystemEventHandler
             from watchdog.observers import Observer
         except ImportError:

@@ -15,10 +15,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from policy_extender.decide.names import ALLOCATE, DEALLOCATE, JOB_ENQUEUED, ON_SESSION_CLOSE, ON_SESSION_OPEN
 from policy_extender.session.cache import NOT_READ
 
+from .recorder import Recorder
+from .redact import annotation_keys_read, parse_kinds
+
 #: verbs whose handler reads ``sessions.head()`` itself rather than through the SessionCache
-READS_HEAD_ITSELF = frozenset({"onSessionClose", "allocateFunc", "deallocateFunc", "jobEnqueued"})
+READS_HEAD_ITSELF = frozenset({ON_SESSION_CLOSE, ALLOCATE, DEALLOCATE, JOB_ENQUEUED})
 
 
 class Capture:
@@ -30,14 +34,14 @@ class Capture:
         self.head = NOT_READ
         if kind in READS_HEAD_ITSELF:
             self.head = service.sessions.head()
-        elif kind != "onSessionOpen":
+        elif kind != ON_SESSION_OPEN:
             service.session_cache.forget_last_head()
 
     def finish(self, status: int, response: bytes, request: bytes | None) -> None:
         head = self.head
-        if self.kind not in READS_HEAD_ITSELF and self.kind != "onSessionOpen":
+        if self.kind not in READS_HEAD_ITSELF and self.kind != ON_SESSION_OPEN:
             head = self.service.session_cache.last_head()  # what the handler's env() read
-        if head is NOT_READ or self.kind == "onSessionOpen":  # refused before the handler ran
+        if head is NOT_READ or self.kind == ON_SESSION_OPEN:  # refused before the handler ran
             head = self.service.sessions.head()
         version = head.policy_version if head is not None else _current_version(self.service)
         self.service.recorder.record(
@@ -63,8 +67,6 @@ def recorder_for(config: Any, policies: Any, sessions: Any) -> Any:
     redaction are those the answering policy version names (see ``redact``)."""
     if not getattr(config, "record", ""):
         return None
-    from .recorder import Recorder
-    from .redact import annotation_keys_read, parse_kinds
 
     def annotation_keys(version: str) -> frozenset[str]:
         return annotation_keys_read(policies.pinned(version, sessions.policy_sources).sources)

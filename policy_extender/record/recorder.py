@@ -22,6 +22,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
+from policy_extender.decide.names import PREEMPTABLE, RECLAIMABLE
+
 from . import frames, redact, rotation
 
 log = logging.getLogger(__name__)
@@ -198,7 +200,7 @@ class _Writer:
 
     def _redacted_response(self, verb: str, body: bytes, version: str) -> bytes:
         """Victims answers carry whole TaskInfos: redacted like requests."""
-        return self._redacted(body, version) if verb in ("preemptable", "reclaimable") else body
+        return self._redacted(body, version) if verb in (PREEMPTABLE, RECLAIMABLE) else body
 
     def _keys(self, version: str) -> frozenset[str]:
         if version not in self.keys_by_version:

@@ -14,6 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from policy_extender.decide.handlers import respond
+from policy_extender.decide.names import ON_SESSION_CLOSE
+from policy_extender.fixture_runner.exchange import Exchanger
+
 from .reading import Call, Cycle
 
 
@@ -36,13 +40,11 @@ class Replayer:
     """One in-process service answering with ``policy_set``."""
 
     def __init__(self, policy_set: Any) -> None:
-        from policy_extender.fixture_runner.exchange import Exchanger
         self.policy_set = policy_set
         self.exchanger = Exchanger(policy_set)
 
     def call(self, verb: str, body: bytes) -> Answer:
         """The service's answer to one body, as Volcano would receive it."""
-        from policy_extender.decide.handlers import respond
         reply = respond(self.exchanger.service, verb, body)
         return Answer(reply.status, reply.body)
 
@@ -54,8 +56,8 @@ class Replayer:
         """Every call of ``cycle`` in order, each answered after the ones before it; the session
         of an earlier cycle is closed first so nothing leaks between cycles. Decision objects are
         asked for (``decision``) while the generator is paused on a call: same session state."""
-        self.call("onSessionClose", b"{}")
+        self.call(ON_SESSION_CLOSE, b"{}")
         for index, call in enumerate(cycle.calls, 1):
             yield Replayed(index, call, self.call(call.verb, call.request))
-        self.call("onSessionClose", b"{}")
+        self.call(ON_SESSION_CLOSE, b"{}")
 

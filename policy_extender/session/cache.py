@@ -39,6 +39,7 @@ from policy_extender.session.env import JobsAndQueues, SessionEnv, queue_name_of
 from policy_extender.session.head_watch import watch_for
 from policy_extender.session.store import Change, Head, SessionLost, SessionStore
 from policy_extender.wire.session_views import NO_SESSION
+from policy_extender.wire.snapshot import load_snapshot
 
 log = logging.getLogger("policy_extender.session")
 
@@ -235,5 +236,4 @@ def _is_fresh(cached: _Cached, head: Head) -> bool:
 
 
 def _wire_snapshot_decoder() -> Callable[[bytes], JobsAndQueues]:
-    from policy_extender.wire.snapshot import load_snapshot
     return load_snapshot

@@ -33,8 +33,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from policy_extender.instance import STORE_FILE as DEFAULT_FILE_NAME
-from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
-                                           SessionCounts, new_session_id, new_tip)
+from policy_extender.instance import process_runtime_dir
+from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, SessionCounts,
+                                           new_session_id, new_tip)
 
 log = logging.getLogger("policy_extender.session")
 
@@ -76,7 +77,6 @@ CREATE TABLE IF NOT EXISTS tally_note (
 def default_path() -> str:
     """``<runtime dir>/sessions.sqlite3``: the instance's own file (``serve`` resolves ``sqlite:``
     to it in the master), or, outside ``serve``, one private to this process (instance.py)."""
-    from policy_extender.instance import process_runtime_dir
     return os.path.join(process_runtime_dir(), DEFAULT_FILE_NAME)
 
 

@@ -6,6 +6,7 @@ import os
 
 from flask import Blueprint, Response, current_app, jsonify
 
+from policy_extender import metrics as exporter
 from policy_extender.service import Service
 
 ops = Blueprint("ops", __name__)
@@ -54,7 +55,6 @@ def _session(svc: Service) -> dict | None:
 
 @ops.get("/metrics")
 def metrics():
-    from policy_extender import metrics as exporter
     body, content_type = exporter.render()
     return Response(body, content_type=content_type)
 
