@@ -18,12 +18,14 @@ from typing import Any, Callable
 
 from policy_extender import metrics
 from policy_extender.config import Config
+from policy_extender.decide import observe
 from policy_extender.instance import LAST_GOOD_FILE
 from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
 from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.factory import open_store
+from policy_extender.session.tally import Tally
 from policy_extender.wire import decode
 
 log = logging.getLogger("policy_extender.web")
@@ -107,7 +109,6 @@ class Service:
 
     def _serve(self, policy_set: Any) -> None:
         decode.prepare(policy_set.reads)  # before it serves: no request builds a decoder
-        from policy_extender.decide import observe
         observe.reads(self, policy_set)  # and the tally's (names added), when it is on
         self.policies.activate(policy_set)
 
@@ -132,14 +133,12 @@ def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
 
 def _tally(config: Config, sessions: Any) -> Any:
     """This worker's decision tally (session/tally.py), flushed to ``sessions`` in the background."""
-    from policy_extender.session.tally import Tally
     return Tally(sessions, keep_closed=config.tally_cycles, max_entries=config.tally_max_entries,
                  flush_seconds=config.tally_flush_seconds, enabled=config.tally,
                  on_failure=_count_tally_failure)
 
 
 def _count_tally_failure() -> None:
-    from policy_extender import metrics
     metrics.note_tally_failure()
 
 

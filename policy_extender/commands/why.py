@@ -23,6 +23,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from policy_extender.decide.names import PREDICATE, PRIORITIZE
+
 HELP = "why is a job, task or queue pending: what the running service decided about it, by rule, in the last cycles"
 
 #: bytes read of one /why answer at most
@@ -99,7 +101,7 @@ def has_data(answer: dict) -> bool:
 
 
 def _cycle_has_data(cycle: dict) -> bool:
-    return any(k in cycle for k in ("predicate", "prioritize", "victims", "enqueue", "ready", "overused",
+    return any(k in cycle for k in (PREDICATE, PRIORITIZE, "victims", "enqueue", "ready", "overused",
                                     "audit")) or bool(cycle.get("tasks"))
 
 
@@ -149,14 +151,14 @@ def describe(kind: str, name: str, data: dict) -> list[str]:
     if "overused" in data:
         lines.append(f"{head}: " + _answers("overused", data["overused"], {
             "overused": "overused by", "not_overused": "not overused"}))
-    if "predicate" in data:
-        p = data["predicate"]
+    if PREDICATE in data:
+        p = data[PREDICATE]
         text = f"{head}: {p['fit']} of {p['answers']} nodes fit"
         if p["rejected_by"]:
             text += ": " + "; ".join(f"{r['count']} {r['example'] or rule}" for rule, r in p["rejected_by"].items())
         lines.append(text)
-    if "prioritize" in data:
-        s = data["prioritize"]
+    if PRIORITIZE in data:
+        s = data[PRIORITIZE]
         best = ", ".join(f"{n['node']} {_number(n['score'])}" + (
             " (" + ", ".join(f"{rule} {_number(v)}" for rule, v in n["rules"].items()) + ")" if n["rules"] else "")
             for n in s["top_nodes"])

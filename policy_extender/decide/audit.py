@@ -28,6 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from policy_extender.decide.names import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
+                                          QUEUE_OVERUSED, RECLAIMABLE)
+from policy_extender.decide.policy_set import _SKIPPED, _normalized, _prefix, _score, _why, _why_not
+from policy_extender.decide.table import VERBS
 from policy_extender.errors import EvalError
 from policy_extender.lang.runtime import Context
 
@@ -96,7 +100,6 @@ def ready(policy_set, job, env):
 def prioritize(policy_set, task, nodes, env):
     if not policy_set.audited or "score" not in policy_set.audited:
         return ()
-    from policy_extender.decide.policy_set import _SKIPPED, _normalized, _score
     contexts = [Context(env, policy_set._slots, task=task, node=n) for n in nodes]
     out = []
     for rule in policy_set.audited["score"]:
@@ -115,7 +118,6 @@ def prioritize(policy_set, task, nodes, env):
 
 
 def victims(policy_set, kind: str, evictor, evictees, env):
-    from policy_extender.decide.table import VERBS
     rules = _rules(policy_set, *VERBS[kind].rule_kinds) if policy_set.audited else ()
     if not rules:
         return ()
@@ -133,7 +135,6 @@ def _boolean(rule, c: Context, neutral: str, deciding: str, *, rejects_when_true
              explain_true: bool = False) -> Audited:
     """One boolean rule alone: ``deciding`` when it would decide (true for overused/permit,
     false or null otherwise), ``neutral`` when not, ``skip`` when its ``when`` is false."""
-    from policy_extender.decide.policy_set import _why, _why_not
     try:
         if rule.applies is not None and not rule.evaluate(rule.applies, c):
             return Audited(rule.name, SKIP)
@@ -144,11 +145,6 @@ def _boolean(rule, c: Context, neutral: str, deciding: str, *, rejects_when_true
         return Audited(rule.name, deciding, _why(rule, c) if explain_true else _why_not(rule, c))
     except EvalError as err:
         return Audited(rule.name, "error", _prefix(rule) + str(err))
-
-
-def _prefix(rule) -> str:
-    from policy_extender.decide.policy_set import _prefix as prefix
-    return prefix(rule)
 
 
 def as_fixture(audited) -> dict:
@@ -167,16 +163,16 @@ def evaluate(policy_set, verb: str, request, env):
     """The audited rules of a deciding verb on its decoded ``request`` (``()`` without any)."""
     if not policy_set.audited:
         return ()
-    if verb == "predicate":
+    if verb == PREDICATE:
         return predicate(policy_set, request.task, request.node, env)
-    if verb == "prioritize":
+    if verb == PRIORITIZE:
         return prioritize(policy_set, request.task, request.nodes, env)
-    if verb in ("preemptable", "reclaimable"):
+    if verb in (PREEMPTABLE, RECLAIMABLE):
         return victims(policy_set, verb, request.evictor, request.evictees, env)
-    if verb == "jobEnqueueable":
+    if verb == JOB_ENQUEUEABLE:
         return enqueueable(policy_set, request.job, env)
-    if verb == "queueOverused":
+    if verb == QUEUE_OVERUSED:
         return overused(policy_set, request.queue, env)
-    if verb == "jobReady":
+    if verb == JOB_READY:
         return ready(policy_set, request.job, env)
     raise ValueError(f"{verb} is not a deciding verb")

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from policy_extender import metrics
 from policy_extender.decide import audit
+from policy_extender.decide.names import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
+                                          QUEUE_OVERUSED, RECLAIMABLE)
 from policy_extender.logs import current_request_id
+from policy_extender.wire import decode
 
 #: wire paths the tally needs on top of what the rules read
 _NAMES = {"task": {("Name",), ("Namespace",)}, "job": {("Name",), ("Namespace",)}}
@@ -36,7 +40,6 @@ def with_names(base: Any) -> dict:
     widened = {root: frozenset(paths) | frozenset(_NAMES.get(root, ())) for root, paths in base.items()}
     for root, paths in _NAMES.items():
         widened.setdefault(root, frozenset(paths))
-    from policy_extender.wire import decode
     decode.prepare(widened)
     if len(_WIDENED) >= 64:
         _WIDENED.clear()
@@ -97,10 +100,9 @@ def _ready(service, verb, policy_set, env, request, decision, outcome) -> None:
 
 
 #: deciding verb -> what is done after its decision (a test pins it to the verb table's deciding verbs)
-AFTER = {"predicate": _predicate, "prioritize": _prioritize, "preemptable": _victims, "reclaimable": _victims,
-         "jobEnqueueable": _enqueueable, "queueOverused": _overused, "jobReady": _ready}
+AFTER = {PREDICATE: _predicate, PRIORITIZE: _prioritize, PREEMPTABLE: _victims, RECLAIMABLE: _victims,
+         JOB_ENQUEUEABLE: _enqueueable, QUEUE_OVERUSED: _overused, JOB_READY: _ready}
 
 
 def _count(audits) -> None:
-    from policy_extender import metrics
     metrics.note_audits(audits)

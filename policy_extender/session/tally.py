@@ -52,6 +52,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_extender.decide.names import PREDICATE, PRIORITIZE
+
 log = logging.getLogger("policy_extender.why")
 
 SEP = "\x1f"
@@ -415,11 +417,11 @@ def describe(kind: str, counts: dict[str, int], notes: dict[str, str]) -> dict:
                 parts = path.split(SEP)
                 if parts[:2] == ["p", "rej"]:
                     rejected[parts[2]] = {"count": n, "example": notes.get(path, "")}
-            out["predicate"] = {"answers": counts["p"], "fit": counts.get("p" + SEP + "fit", 0),
+            out[PREDICATE] = {"answers": counts["p"], "fit": counts.get("p" + SEP + "fit", 0),
                                 "rejected_by": dict(sorted(rejected.items(), key=lambda i: -i[1]["count"]))}
         if "s" in counts:
             top = notes.get("s" + SEP + "top")
-            out["prioritize"] = {"calls": counts["s"], "top_nodes": json.loads(top) if top else []}
+            out[PRIORITIZE] = {"calls": counts["s"], "top_nodes": json.loads(top) if top else []}
         victims: dict[str, dict] = {}
         for path, n in counts.items():
             parts = path.split(SEP)
