@@ -18,7 +18,6 @@ from typing import Any, Callable
 
 from policy_extender import metrics
 from policy_extender.config import Config
-from policy_extender.decide import observe
 from policy_extender.instance import LAST_GOOD_FILE
 from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
 from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
@@ -109,7 +108,6 @@ class Service:
 
     def _serve(self, policy_set: Any) -> None:
         decode.prepare(policy_set.reads)  # before it serves: no request builds a decoder
-        observe.reads(self, policy_set)  # and the tally's (names added), when it is on
         self.policies.activate(policy_set)
 
     def _last_good_sources(self) -> dict[str, str] | None:

@@ -109,7 +109,7 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
     encode the Go response type."""
     def decide(service: Service, body: bytes) -> Reply:
         policy_set, env = policy_and_env(service, verb.name)
-        request = verb.decode(body, observe.reads(service, policy_set), env)
+        request = verb.decode(body, policy_set.reads, env)
         if verb.subject is not None:
             check_job_in_snapshot(service, verb.name, policy_set, env, verb.subject(request))
         decision = verb.decide(policy_set, request, env)

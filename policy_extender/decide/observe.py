@@ -3,9 +3,8 @@
 The verb handler (``decide/handlers.py``) calls ``decided`` after each decision, with what it
 decoded: it evaluates the set's audit (shadow) rules of that verb (``audit.py``; nothing
 without any), counts their outcomes (``policy_extender_audit_decisions_total``) and adds the call
-to this worker's tally (``session/tally.py``; memory only, never the store). ``reads`` widens a
-set's read set by the names the tally keys on (task and job ``Namespace``/``Name``) when the tally
-is on, so that ``/why`` can be asked by ``NAMESPACE/NAME``.
+to this worker's tally (``session/tally.py``; memory only, never the store). The tally keys on
+task and job ``Namespace``/``Name``, which every decoder keeps (``wire.paths.ALWAYS_READ``).
 """
 
 from __future__ import annotations
@@ -17,35 +16,6 @@ from policy_extender.decide import audit
 from policy_extender.decide.names import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
                                           QUEUE_OVERUSED, RECLAIMABLE)
 from policy_extender.logs import current_request_id
-from policy_extender.wire import decode
-
-#: wire paths the tally needs on top of what the rules read
-_NAMES = {"task": {("Name",), ("Namespace",)}, "job": {("Name",), ("Namespace",)}}
-_WIDENED: dict[int, tuple[Any, dict]] = {}
-
-
-def reads(service: Any, policy_set: Any) -> Any:
-    """The read set to decode with: the set's own, plus the names the tally keys on."""
-    base = policy_set.reads
-    if not service.tally.enabled:
-        return base
-    return with_names(base)
-
-
-def with_names(base: Any) -> dict:
-    """``base`` plus the task and job names (one widened object per read set, decoders built)."""
-    found = _WIDENED.get(id(base))
-    if found is not None and found[0] is base:
-        return found[1]
-    widened = {root: frozenset(paths) | frozenset(_NAMES.get(root, ())) for root, paths in base.items()}
-    for root, paths in _NAMES.items():
-        widened.setdefault(root, frozenset(paths))
-    decode.prepare(widened)
-    if len(_WIDENED) >= 64:
-        _WIDENED.clear()
-    _WIDENED[id(base)] = (base, widened)  # keeps ``base`` alive, so its id is not reused
-    return widened
-
 
 def _head(env: Any) -> Any:
     return getattr(env, "head", None)

@@ -112,3 +112,10 @@ def test_every_deciding_verb_of_the_table_is_audited_and_tallied():
     from policy_extender.decide.observe import AFTER
     from policy_extender.decide.table import DECIDING
     assert set(AFTER) == set(DECIDING)
+
+
+def test_the_names_the_tally_keys_on_are_decoded_whatever_the_policies_read():
+    from policy_extender.policyset import compile_sources
+    reads = compile_sources({"a.policy": 'filter f: node.name != "x"\n'}).reads
+    assert {("Name",), ("Namespace",)} <= reads["task"] and {("Name",), ("Namespace",)} <= reads["job"]
+    assert ("Name",) in reads["queue"]
