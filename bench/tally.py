@@ -21,6 +21,7 @@ per call).
 from __future__ import annotations
 
 import argparse
+import io
 import shutil
 import statistics
 import tempfile
@@ -28,7 +29,6 @@ import time
 from pathlib import Path
 
 from bench.generate import Bodies, Cluster, ClusterSpec
-from bench.inprocess import call
 from bench.scenarios import predicate_calls
 from bench.server import POLICY_DIR
 
@@ -39,6 +39,19 @@ filter gpu-ok: node.idle.gpu >= 0
 filter most-nodes: node.name in ["node-0000", "node-0002", "node-0003"]
     reason "{node.name} is not one of the three"
 """
+
+
+def call(wsgi, path: str, body: bytes) -> bytes:
+    """One POST through the WSGI app, as gunicorn would make it (no socket)."""
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": path, "CONTENT_TYPE": "application/json",
+               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "SERVER_NAME": "bench",
+               "SERVER_PORT": "0", "wsgi.url_scheme": "http", "SERVER_PROTOCOL": "HTTP/1.1"}
+
+    def start_response(status, headers, exc_info=None):
+        if not status.startswith("200"):
+            raise RuntimeError(f"{path} answered {status}")
+
+    return b"".join(wsgi(environ, start_response))
 
 
 def app(tmp: str, policy_dir: str, tally: bool):
