@@ -249,6 +249,19 @@ class Config:
     record_redact: tuple[str, ...] = option((), "Blank before writing: `annotations` (values, except "
                                             "the keys the policies read), `env` (container env "
                                             "values), or both comma-separated.", parse_redact)
+    tally: bool = option(True, "Keep the per-cycle decision tally that `GET /why` and `policy-extender "
+                         "why` read (docs/operations.md, \"Why is it pending?\"): each worker adds "
+                         "its calls in memory and flushes them to the session store in the "
+                         "background; false: nothing is recorded.", parse_bool)
+    tally_cycles: int = option(3, "Closed cycles whose tally the session store keeps, besides the "
+                               "open one (the oldest beyond it is dropped).", parse_int)
+    tally_max_entries: int = option(20000, "Cap of tally entries per cycle (one per task, job or "
+                                    "queue and answer or rule; about 150 bytes each in the store), "
+                                    "in the store and in each worker; entries beyond it are dropped "
+                                    "and counted (`dropped_entries` in /why).", parse_int)
+    tally_flush_seconds: float = option(1.0, "Seconds between two flushes of a worker's tally to "
+                                        "the session store (> 0); /why lags the decisions by up to "
+                                        "this.", parse_positive)
     certfile: str = option("", "TLS certificate (PEM) to serve HTTPS; needs `keyfile`. Volcano's "
                            "`extender.urlPrefix` then starts with https:// (docs/security.md).", parse_str)
     keyfile: str = option("", "TLS private key (PEM) for `certfile`.", parse_str)

@@ -72,6 +72,8 @@ class Metrics:
     calls_without_session: Any
     calls_job_not_in_session: Any
     session_open_late: Any
+    audit_decisions: Any
+    tally_flush_failures: Any
     active_version: str | None = None
     children: dict = field(default_factory=dict)
 
@@ -120,6 +122,12 @@ def build() -> Metrics:
         session_open_late=Counter(PREFIX + "session_open_late",
                                   "onSessionOpens that took longer than volcano_timeout: Volcano gave up on them.",
                                   registry=registry),
+        audit_decisions=Counter(PREFIX + "audit_decisions",
+                                "Would-be decisions of audit (shadow) rules, by rule and outcome; they change no answer.",
+                                ("rule", "outcome"), registry=registry),
+        tally_flush_failures=Counter(PREFIX + "tally_flush_failures",
+                                     "Flushes of a worker's decision tally that the session store did not take (that tally is lost).",
+                                     registry=registry),
     )
 
 
@@ -205,13 +213,14 @@ class _Pending:
         self.requests: dict[tuple[str, int], list] = {}
         self.decisions: dict[tuple[str, str, str], int] = {}
         self.gaps: dict[tuple[str, str], int] = {}
+        self.audits: dict[tuple[str, str], int] = {}
         self.flusher_pid: int | None = None
 
-    def take(self) -> tuple[dict, dict, dict]:
+    def take(self) -> tuple[dict, dict, dict, dict]:
         with self.lock:
-            requests, decisions, gaps = self.requests, self.decisions, self.gaps
-            self.requests, self.decisions, self.gaps = {}, {}, {}
-        return requests, decisions, gaps
+            requests, decisions, gaps, audits = self.requests, self.decisions, self.gaps, self.audits
+            self.requests, self.decisions, self.gaps, self.audits = {}, {}, {}, {}
+        return requests, decisions, gaps, audits
 
 
 _pending = _Pending()
@@ -260,6 +269,24 @@ def note_session_gap(gap: str, verb: str) -> None:
         pending.gaps[(gap, verb)] = pending.gaps.get((gap, verb), 0) + 1
 
 
+def note_audits(audits) -> None:
+    """Audit rules' would-be outcomes (``policy_extender.decide.audit.Audited``; ``skip`` not counted),
+    batched like :func:`note_request`."""
+    pending = _pending
+    if pending.flusher_pid != os.getpid():
+        _start_flusher()
+    with pending.lock:
+        for a in audits:
+            if a.outcome != "skip":
+                k = (a.rule, a.outcome)
+                pending.audits[k] = pending.audits.get(k, 0) + 1
+
+
+def note_tally_failure() -> None:
+    """A worker's tally flush that the session store did not take."""
+    metrics().tally_flush_failures.inc()
+
+
 _flush_hooks: list = []
 
 
@@ -270,7 +297,9 @@ def on_flush(hook) -> None:
 
 def flush() -> None:
     """Write this process's pending tallies into the prometheus values now."""
-    requests, decisions, gaps = _pending.take()
+    requests, decisions, gaps, audits = _pending.take()
+    for (rule, outcome), count in audits.items():
+        _child(metrics().audit_decisions, rule, outcome).inc(count)
     for (gap, verb), count in gaps.items():
         _child(getattr(metrics(), _GAP_COUNTERS[gap]), verb).inc(count)
     for hook in list(_flush_hooks):

@@ -24,6 +24,7 @@ from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.factory import open_store
+from policy_extender.session.tally import Tally
 from policy_extender.wire import decode
 
 log = logging.getLogger("policy_extender.web")
@@ -70,6 +71,7 @@ class Service:
         #: calls without a session, per cycle (decide/session_gaps.py); None outside a served app
         self.session_gaps: Any = None
         self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
+        self.tally = _tally(config, self.sessions)  # this worker's side of GET /why
 
     def start(self) -> "Service":
         """Load the policies now (never raises: a bad set leaves /readyz at 503), then watch."""
@@ -125,6 +127,17 @@ def _count_session_event(event: str) -> None:
 def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
     """The cycle recorder of ``--record DIR`` (replay/recorder.py), or None."""
     return recorder_for(config, policies, sessions)
+
+
+def _tally(config: Config, sessions: Any) -> Any:
+    """This worker's decision tally (session/tally.py), flushed to ``sessions`` in the background."""
+    return Tally(sessions, keep_closed=config.tally_cycles, max_entries=config.tally_max_entries,
+                 flush_seconds=config.tally_flush_seconds, enabled=config.tally,
+                 on_failure=_count_tally_failure)
+
+
+def _count_tally_failure() -> None:
+    metrics.note_tally_failure()
 
 
 def _last_good_path(runtime_dir: str) -> str:

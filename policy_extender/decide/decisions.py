@@ -15,6 +15,7 @@ class Rule:
     file: str
     line: int
     column: int
+    audit: bool = False  # a shadow rule: evaluated and counted (decide/audit.py), never decides
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import orjson
 
+from policy_extender.decide import observe
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.decide.session_verbs import current_policy
 from policy_extender.decide.table import VERBS, Verb
@@ -112,7 +113,9 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
         if verb.subject is not None:
             check_job_in_snapshot(service, verb.name, policy_set, env, verb.subject(request))
         decision = verb.decide(policy_set, request, env)
-        return Reply(verb.encode(decision, request), decision=verb.outcome(decision),
+        outcome = verb.outcome(decision)
+        observe.decided(service, verb.name, policy_set, env, request, decision, outcome)
+        return Reply(verb.encode(decision, request), decision=outcome,
                      rule=getattr(decision, "rule", None) or "")
     return decide
 

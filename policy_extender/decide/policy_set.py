@@ -26,10 +26,13 @@ class PolicySet:
         self.reads = go_reads(checked.reads)
         #: verb kinds whose rules read session data (snapshot jobs and queues, session counts)
         self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_RULE_KIND[kind])
-        self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column) for r in rules]
+        self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column, r.audit) for r in rules]
         self.kinds = frozenset(r.kind for r in rules)
         self._slots = len(checked.slots)
-        self._by_kind = {kind: [r for r in rules if r.kind == kind] for kind in self.kinds}
+        self._by_kind = {kind: [r for r in rules if r.kind == kind and not r.audit] for kind in self.kinds}
+        #: shadow rules by kind (decide/audit.py evaluates them); empty without any
+        self.audited = {kind: [r for r in rules if r.kind == kind and r.audit]
+                        for kind in self.kinds if any(r.kind == kind and r.audit for r in rules)}
 
     def __repr__(self) -> str:
         return f"PolicySet(version={self.version}, files={sorted(self.sources)}, rules={len(self.rules)})"

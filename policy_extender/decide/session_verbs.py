@@ -30,6 +30,8 @@ def on_session_open(service: Service, body: bytes) -> Reply:
     data = snapshot.from_open_body(body, policy_set.reads)
     before = service.sessions.session_counts()
     service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
+        service.tally.record_open(service.sessions.head())
     _count_session("opened")
     _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT, rule=policy_set.version)

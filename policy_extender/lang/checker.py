@@ -31,6 +31,7 @@ MODIFIER_KINDS = {
     "normalize": frozenset({"score"}),
     "permit": frozenset({"enqueue"}),
     "if none": frozenset({"victim", "preemptable", "reclaimable"}),
+    "audit": frozenset(schema.DECISION_ROOTS),
 }
 _STRING_MAPS = ("labels", "annotations", "node_selector", "conditions")
 #: Roots whose object comes from the session snapshot, not from the request body, by rule kind
@@ -57,6 +58,7 @@ class CheckedRule:
     normalize: tuple[float, float] | None = None
     permit: bool = False
     abstain_if_none: bool = False  # `if none abstain`: refusing every evictee answers Abstain
+    audit: bool = False  # a shadow rule: evaluated and counted, never changes an answer
 
 
 @dataclass
@@ -121,15 +123,30 @@ class Checker:
     def check_file(self, file: ast.PolicyFile) -> list[CheckedRule]:
         lets: dict[str, ast.Let] = {}
         guard: ast.Guard | None = None
+        audit: ast.Audit | None = None
         rules: list[CheckedRule] = []
         for statement in file.statements:
             if isinstance(statement, ast.Let):
                 self.check_let(statement, lets)
             elif isinstance(statement, ast.Guard):
                 guard = self.check_guard(statement, guard, rules, lets)
+            elif isinstance(statement, ast.Audit):
+                audit = self.check_audit(statement, audit, rules)
             else:
-                rules.append(self.check_rule(file, statement, guard, dict(lets)))
+                rules.append(self.check_rule(file, statement, guard, dict(lets), audit))
         return rules
+
+    def check_audit(self, marker: ast.Audit, previous, rules) -> ast.Audit:
+        """The file-level ``audit`` marker: once, before the first rule."""
+        if previous is not None:
+            self.error("E408", f"the file is already marked audit at line {previous.span.line}",
+                       marker.span, "remove this line")
+            return previous
+        if rules:
+            self.error("E408", "'audit' alone on a line marks the whole file and must come before "
+                       "the first rule", marker.span,
+                       "move it to the top of the file, or indent it under one rule to audit only that rule")
+        return marker
 
     def check_let(self, let: ast.Let, lets: dict[str, ast.Let]) -> None:
         if let.name in lets:
@@ -153,10 +170,14 @@ class Checker:
         self.condition(guard.expr, Scope(None, dict(lets)), "the file guard")
         return guard
 
-    def check_rule(self, file, rule: ast.Rule, guard, lets) -> CheckedRule:
+    def check_rule(self, file, rule: ast.Rule, guard, lets, audit: ast.Audit | None = None) -> CheckedRule:
         name = rule.name or f"{file.name}:{rule.span.line}"
         self.check_rule_name(name, rule)
-        checked = CheckedRule(rule, name, rule.kind, file.name, [])
+        checked = CheckedRule(rule, name, rule.kind, file.name, [], audit=audit is not None)
+        for modifier in rule.modifiers:
+            if modifier.kind == "audit" and audit is not None:
+                self.error("E408", f"the whole file is marked audit (line {audit.span.line}): this "
+                           "'audit' changes nothing", modifier.span, "remove it")
         scope = Scope(rule.kind, lets)
         if guard is not None:
             self.condition(guard.expr, scope, "the file guard")
@@ -207,6 +228,9 @@ class Checker:
 
     def modifier_unresolvable(self, modifier, checked, scope) -> None:
         checked.unresolvable = True
+
+    def modifier_audit(self, modifier, checked, scope) -> None:
+        checked.audit = True
 
     def modifier_permit(self, modifier, checked, scope) -> None:
         checked.permit = True

@@ -43,6 +43,7 @@ class CompiledRule:
     normalize: tuple[float, float] | None
     permit: bool
     abstain_if_none: bool = False  # victim rules: `if none abstain`
+    audit: bool = False            # a shadow rule: evaluated and counted, never decides
 
     def evaluate(self, fn: Fn, c: Context):
         try:
@@ -83,7 +84,7 @@ class Compiler:
             self.template(checked.reason) if checked.reason else None, explainer(rule.expr, self),
             self.source(rule.expr),
             checked.unresolvable, checked.weight, checked.normalize, checked.permit,
-            checked.abstain_if_none)
+            checked.abstain_if_none, checked.audit)
 
     def template(self, template: ast.Template) -> Fn:
         parts = [p if isinstance(p, str) else self.expr(p) for p in template.parts]

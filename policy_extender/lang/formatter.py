@@ -244,7 +244,7 @@ STATEMENTS = {ast.Rule: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Forma
 MODIFIERS = {
     "when": Formatter.mod_when, "reason": Formatter.mod_reason, "unresolvable": Formatter.mod_flag,
     "permit": Formatter.mod_flag, "weight": Formatter.mod_weight, "normalize": Formatter.mod_normalize,
-    "if none": Formatter.mod_if_none,
+    "if none": Formatter.mod_if_none, "audit": Formatter.mod_flag,
 }
 
 

@@ -57,3 +57,6 @@ def _session(svc: Service) -> dict | None:
 def metrics():
     body, content_type = exporter.render()
     return Response(body, content_type=content_type)
+
+
+from policy_extender.web import why as _why  # noqa: E402,F401  registers GET /why on this blueprint
