@@ -59,4 +59,4 @@ def metrics():
     return Response(body, content_type=content_type)
 
 
-from policy_extender.web import why as _why  # noqa: E402,F401  registers GET /why on this blueprint
+from policy_extender.web import why as _why  # noqa: E402,F401  (registers GET /why on this blueprint; why.py imports ops)
