@@ -9,22 +9,20 @@ drive exactly the production path.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Callable, Iterable
 
-from policy_extender.replay.capture import begin as begin_capture
-from policy_extender.web.http import JSON_HEADERS, HttpError, Reply, error_reply, status_line
-from policy_extender.web.service import RequestRecord, Service
-from policy_extender.web.verbs import answer, read_request
-
-log = logging.getLogger("policy_extender.web")
+from policy_extender.decide.handlers import respond
+from policy_extender.decide.reply import Reply, VerbError, error_reply
+from policy_extender.record.capture import begin as begin_capture
+from policy_extender.service import RequestRecord, Service
+from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 
 
 class VerbDispatch:
-    """WSGI middleware: verb paths -> :func:`verbs.answer`, anything else -> ``fallback``."""
+    """WSGI middleware: verb paths -> :func:`decide.handlers.respond`, anything else -> ``fallback``."""
 
     def __init__(self, service: Service, fallback: WsgiApp) -> None:
         self.service = service
@@ -54,15 +52,17 @@ class VerbDispatch:
             return error_reply(405, f"{environ.get('REQUEST_METHOD')} is not allowed on "
                                f"{environ.get('PATH_INFO')}: Volcano's {kind} is a POST",
                                (("Allow", "POST"),)), b""
-        body = None
         try:
             body = read_request(self.service, kind, environ)
-            return answer(self.service, kind, body), body
-        except HttpError as exc:  # logged once, with the other non-200s, by the request callback
-            return error_reply(exc.status, exc.message, exc.headers), body
-        except Exception as exc:  # a bug or an EvalError: a 500, so extender.ignorable decides
-            log.exception("%s failed", kind)
-            return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}"), body
+        except VerbError as exc:  # logged once, with the other non-200s, by the request callback
+            return error_reply(exc.status, exc.message, exc.headers), None
+        return respond(self.service, kind, body), body
+
+
+def read_request(service: Service, kind: str, environ: dict) -> bytes:
+    """The body of one verb call, under the verb's limit; raises VerbError (415, 413, 408, 400)."""
+    check_content_type(environ)
+    return read_body(environ, service.config.body_limit_for(kind), service.config.body_timeout)
 
 
 def _size(environ: dict) -> int:
