@@ -187,9 +187,9 @@ def prioritize_part(args, rows: list[dict]) -> None:
 def breakdown(body: bytes) -> dict:
     """In this process, median of 5: the service's pruned decode, the policy's prioritize over
     the decoded nodes, and the answer's encoding (no session)."""
-    from policy_extender.policy import load_directories
+    from policy_extender.policyset.compile import load_directories
     from policy_extender.wire import decode, encode
-    from policy_extender.wire.views import NO_SESSION
+    from policy_extender.wire.session_views import NO_SESSION
     from bench.server import POLICY_DIR
     ps = load_directories([POLICY_DIR])
     times: dict[str, list[float]] = {"decode_ms": [], "evaluate_ms": [], "encode_ms": []}

@@ -28,7 +28,7 @@ def test_nearest_rank_percentile():
 
 
 def test_every_swap_is_a_new_policy_version():
-    from policy_extender.policy import compile_sources
+    from policy_extender.policyset.compile import compile_sources
     versions = {compile_sources({"gpu.policy": policy_text(n)}).version for n in range(3)}
     assert len(versions) == 3
 
