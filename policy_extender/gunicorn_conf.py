@@ -24,7 +24,7 @@ from __future__ import annotations
 import faulthandler
 from typing import Any
 
-from policy_extender import logs, metrics
+from policy_extender import heap, logs, metrics
 from policy_extender.config import Config
 from policy_extender.policyset.reload import install_sighup
 
@@ -82,7 +82,9 @@ def _logconfig(config: Config) -> dict[str, Any]:
 
 
 def on_starting(server: Any) -> None:
-    """Master, before any worker forks: the metrics' multiprocess directory."""
+    """Master, before any worker forks: the metrics' multiprocess directory; large buffers out of
+    the C heap (``heap.py``; the workers inherit the setting)."""
+    heap.bound_large_allocations()
     metrics.on_starting(server)
 
 
@@ -105,7 +107,10 @@ def child_exit(server: Any, worker: Any) -> None:
 
 def post_worker_init(worker: Any) -> None:
     """Worker, after gunicorn reset its signal handlers: SIGHUP to a worker reloads its policies;
-    a fatal signal (SIGSEGV, SIGBUS ...) prints every thread's Python stack to the log first."""
+    a fatal signal (SIGSEGV, SIGBUS ...) prints every thread's Python stack to the log first;
+    large buffers stay out of the C heap (``heap.py``: set in the master already, again here for
+    a worker of a master that did not run ``on_starting``)."""
+    heap.bound_large_allocations()
     faulthandler.enable(all_threads=True)
     service = getattr(worker.wsgi, "extensions", {}).get("policy_extender")
     if service is not None:

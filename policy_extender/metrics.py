@@ -382,9 +382,20 @@ def _set_active_version(m: Metrics, version: str | None) -> None:
         return
     if m.active_version is not None:
         _child(m.policy_info, m.active_version).set(0)
+        _forget_child(m, m.policy_info, m.active_version)
     if version is not None:
         _child(m.policy_info, version).set(1)
     m.active_version = version
+
+
+def _forget_child(m: Metrics, metric: Any, *labels: str) -> None:
+    """Drop a labelled child from this process's caches, so a policy swapped every second does
+    not add a child per version for ever. Its value stays written (0 for an old version): in
+    multiprocess mode prometheus_client keeps every key it wrote in the process's file (about
+    100 bytes per version, in the file and in its index), which this cannot remove."""
+    m.children.pop((id(metric), labels), None)
+    with metric._lock:  # metric.remove() warns in multiprocess mode; its file keeps the value
+        metric._metrics.pop(labels, None)
 
 
 def render() -> tuple[bytes, str]:

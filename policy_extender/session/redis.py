@@ -12,7 +12,9 @@ Keys (``P`` = ``{prefix}:``):
   ``P alloc:<sid>``    hash task uid -> last event kind (``+``/``-``), net change + 1 (one digit),
                        record; PEXPIRE to the head's remaining ttl
   ``P log:<sid>``      list of changes, entry n-1 set seq to n: ``<tip>\0<uid>\0<net + 1><record>``
-  ``P sources:<ver>``  JSON {file: text} of a policy version, written once (no expiry: small)
+  ``P sources:<ver>``  JSON {file: text} of a policy version, written once; every open that pins it
+                       sets its expiry to the session's TTL: a session pinned to it never outlives it, and a
+                       version no open pins any more expires (a swap every second added one a second)
   ``P counts``         hash opened / closed / expired / replaced
   ``P tally:cycles``   sorted set of the decision tally's kept cycles, by opened_at (tally.py)
   ``P tally:n:<cid>``  hash: the cycle's tally counts;  ``P tally:s:<cid>`` hash: its notes
@@ -64,7 +66,7 @@ redis.call('HSET', KEYS[1], 'sid', ARGV[2], 'seq', 0, 'version', ARGV[3], 'opene
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('SET', ARGV[1] .. 'snapshot:' .. ARGV[2], ARGV[6], 'PX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[4], ARGV[7], 'NX')
+if not redis.call('SET', KEYS[4], ARGV[7], 'NX', 'PX', ARGV[5]) then redis.call('PEXPIRE', KEYS[4], ARGV[5]) end
 redis.call('HINCRBY', KEYS[3], 'opened', 1)
 return 1
 """

@@ -176,6 +176,7 @@ class SqliteStore:
                          (session_id, policy_version, now, now + self.ttl_seconds))
             conn.execute("INSERT INTO snapshot VALUES (?, ?)", (session_id, snapshot))
             _store_sources(conn, policy_version, policy_sources)
+            _forget_other_sources(conn, policy_version)
             _count(conn, "opened")
         return session_id
 
@@ -398,6 +399,14 @@ def _store_sources(conn: sqlite3.Connection, version: str, sources: dict[str, st
     if conn.execute("INSERT OR IGNORE INTO policy_version VALUES (?)", (version,)).rowcount:
         conn.executemany("INSERT INTO policy_source VALUES (?, ?, ?)",
                          [(version, file, text) for file, text in sources.items()])
+
+
+def _forget_other_sources(conn: sqlite3.Connection, version: str) -> None:
+    """Only the open session's version is ever asked for (a worker compiling the set the session
+    is pinned to); the replaced session's went with it. Without this a policy swapped every
+    second added a version's files to the store at every open, for ever."""
+    conn.execute("DELETE FROM policy_source WHERE version != ?", (version,))
+    conn.execute("DELETE FROM policy_version WHERE version != ?", (version,))
 
 
 def _count(conn: sqlite3.Connection, name: str) -> None:

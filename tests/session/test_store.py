@@ -41,12 +41,13 @@ def test_another_store_on_the_same_data_sees_the_session(make_store):
 
 def test_policy_sources_are_stored_once_per_version(make_store):
     store = make_store()
+    store.open(b"", "empty", {})
+    assert store.policy_sources("empty") == {}
     store.open(b"", "v1", SOURCES)
     store.open(b"", "v1", {"other.policy": "changed"})  # same version hash: never rewritten
-    store.open(b"", "empty", {})
     assert store.policy_sources("v1") == SOURCES
-    assert store.policy_sources("empty") == {}
     assert store.policy_sources("unknown") is None
+    # older versions are not kept for good (tests/session/test_store_bounds.py)
 
 
 def test_allocate_inserts_or_replaces_and_deallocate_removes(make_store):

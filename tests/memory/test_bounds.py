@@ -1,0 +1,68 @@
+"""What a worker keeps stays bounded however long it serves (issue 16 item 4; the RSS over time
+is measured by ``python -m bench.memory``, never asserted here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from policy_extender import heap
+
+pytestmark = pytest.mark.skipif(heap.malloc_info() is None, reason="needs glibc's mallinfo2")
+
+#: In a fresh interpreter: free a 20 MB block (glibc then raises its mmap threshold to 20 MB),
+#: allocate 8 MB and print whether that block was mmapped (glibc's count of mapped bytes grew by
+#: it) rather than carved from the heap, where a freed block stays with the thread's arena.
+PROBE = textwrap.dedent("""
+    import sys, types
+    from policy_extender import heap
+    {setup}
+    big = bytearray(20 << 20); del big
+    before = heap.malloc_info().hblkhd
+    body = bytearray(8 << 20)
+    print(heap.malloc_info().hblkhd - before >= 8 << 20)
+""")
+
+
+def mapped_after_a_bigger_free(setup: str, env: dict | None = None) -> bool:
+    out = subprocess.run([sys.executable, "-c", PROBE.format(setup=setup)], check=True,
+                         capture_output=True, text=True, env=env).stdout
+    return out.strip() == "True"
+
+
+def test_without_the_bound_glibc_keeps_an_8_mb_body_in_its_heap():
+    """The behaviour the bound exists for (so the tests below can fail)."""
+    assert not mapped_after_a_bigger_free("")
+
+
+def test_bound_large_allocations_maps_every_large_block():
+    assert mapped_after_a_bigger_free("assert heap.bound_large_allocations()")
+
+
+def test_a_served_worker_gets_the_bound_from_its_gunicorn_hooks(tmp_path):
+    """``serve``'s gunicorn settings set it in the master (inherited by the forked workers) and
+    again in each worker after init."""
+    master = ("from policy_extender.config import Config; from policy_extender import gunicorn_conf;"
+              "gunicorn_conf.settings(Config())['on_starting'](None)")
+    worker = ("from policy_extender.config import Config; from policy_extender import gunicorn_conf;"
+              "gunicorn_conf.settings(Config())['post_worker_init'](types.SimpleNamespace(wsgi=None))")
+    assert mapped_after_a_bigger_free(master, {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    assert mapped_after_a_bigger_free(worker)
+
+
+def test_policy_info_keeps_one_child_however_many_versions(monkeypatch):
+    """A swap every second must not leave a labelled child (and its cache entry) per version."""
+    from policy_extender import metrics
+    monkeypatch.delenv(metrics.MULTIPROC_ENV, raising=False)
+    monkeypatch.setattr(metrics, "_metrics", None)
+    for n in range(500):
+        metrics.set_policy_status(f"v{n}", float(n), True, 0)
+    m = metrics.metrics()
+    assert len(m.policy_info._metrics) == 1
+    assert [k for k in m.children if k[0] == id(m.policy_info)] == [(id(m.policy_info), ("v499",))]
+    samples = {tuple(s.labels.values()): s.value for f in m.policy_info.collect() for s in f.samples}
+    assert samples == {("v499",): 1.0}
