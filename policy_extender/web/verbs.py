@@ -9,6 +9,7 @@ the task in the shared store.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import orjson
@@ -17,6 +18,7 @@ from policy_extender.session.store import SessionLost
 from policy_extender.wire import WireError
 from policy_extender.wire import decode as wire_decode
 from policy_extender.wire import encode, snapshot
+from policy_extender.web import trace
 from policy_extender.web.http import HttpError, Reply, check_content_type, read_body
 from policy_extender.web.service import Service
 
@@ -26,9 +28,32 @@ NO_SESSION_DECISION = "no_session"
 
 
 def read_request(service: Service, kind: str, environ: dict) -> bytes:
-    """The body of one verb call, under the verb's limit; raises HttpError (415, 413, 400)."""
+    """The body of one verb call, under the verb's limit; raises HttpError (415, 413, 400).
+
+    An onSessionOpen body is decoded while it arrives (``wire.open_stream``), pruned to the
+    current policy set's reads; ``on_session_open`` takes the result (``_streamed``)."""
     check_content_type(environ)
-    return read_body(environ, service.config.body_limit_for(kind), service.config.body_timeout)
+    limit, timeout = service.config.body_limit_for(kind), service.config.body_timeout
+    if kind != "onSessionOpen" or service.policies.current is None:
+        body = read_body(environ, limit, timeout)
+        trace.mark("received")
+        return body
+    from policy_extender.wire.open_stream import OpenStream
+    policy_set, streams = service.policies.current, []
+
+    def consumer(buffer: Any) -> Callable[[int], bool]:
+        streams.append(OpenStream(buffer, len(buffer), policy_set.reads))
+        return streams[0].feed
+
+    body = read_body(environ, limit, timeout, consumer)
+    trace.mark("received")
+    if streams:
+        _streamed.open = (body, policy_set, streams[0])
+    return body
+
+
+#: this thread's onSessionOpen body decoded while it arrived: (body, policy set, OpenStream)
+_streamed = threading.local()
 
 
 def answer(service: Service, kind: str, body: bytes) -> Reply:
@@ -103,10 +128,22 @@ def current_policy(service: Service) -> Any:
 
 
 def on_session_open(service: Service, body: bytes) -> Reply:
-    policy_set = current_policy(service)
-    data = snapshot.from_open_body(body, policy_set.reads)
+    streamed, _streamed.open = getattr(_streamed, "open", None), None
+    if streamed is not None and streamed[0] is body:  # decoded while it arrived: the rest now
+        policy_set, stream = streamed[1], streamed[2]
+        trace.note("decode_while_receiving", stream.busy)
+        trace.note("pieces", stream.pieces)
+        pruned = stream.finish()
+    else:
+        policy_set = current_policy(service)
+        pruned = snapshot.decode_open_body(body, policy_set.reads)
+    trace.mark("decoded")
+    data = snapshot.encode_snapshot(pruned)
+    del pruned, streamed
+    trace.mark("encoded")
     before = service.sessions.session_counts()
     service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    trace.mark("stored")
     _count_session("opened")
     _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT, rule=policy_set.version)
