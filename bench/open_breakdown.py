@@ -55,11 +55,12 @@ PHASES = ("before", "receive", "decode", "encode", "store", "answer")
 
 class TracedServer(Server):
     """A ``Server`` whose workers write ``POLICY_EXTENDER_TRACE`` lines (services only); with
-    ``whole`` the service decodes onSessionOpen bodies whole."""
+    ``launcher`` (module and arguments) the service is started through ``python -m`` that module
+    instead of ``policy_extender`` (the serve arguments follow)."""
 
-    def __init__(self, kind: str, trace_path: str | None, whole: bool = False, **kw):
+    def __init__(self, kind: str, trace_path: str | None, launcher: tuple[str, ...] = (), **kw):
         super().__init__(kind, **kw)
-        self.trace_path, self.whole, self.seen = trace_path, whole, 0
+        self.trace_path, self.launcher, self.seen = trace_path, launcher, 0
 
     def start(self) -> "TracedServer":
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -67,8 +68,8 @@ class TracedServer(Server):
         if self.trace_path:
             env["POLICY_EXTENDER_TRACE"] = self.trace_path
         argv = command(self.kind, self.port, self.workers, self.threads, self.extra)
-        if self.whole:
-            argv = [sys.executable, "-m", "bench.open_breakdown", "whole-serve", *argv[3:]]
+        if self.launcher:
+            argv = [sys.executable, "-m", *self.launcher, *argv[3:]]
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log,
                                      start_new_session=True)
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 if kind == "floor":
                     servers[kind] = TracedServer("bare-socket", None, workers=args.workers, threads=args.threads)
                 else:
-                    servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", whole=kind == "service-whole",
+                    servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", launcher=("bench.open_breakdown", "whole-serve") if kind == "service-whole" else (),
                                                  workers=args.workers, threads=args.threads, extra=store)
                 servers[kind].start()
             for server in servers.values():
