@@ -55,9 +55,13 @@ STREAM_FROM = 4 << 20
 
 _JOBS_START = b'{"Jobs":{'
 _JOB_ENTRY = re.compile(rb',"[^"\\]*":\{"UID":"[^"\\]*","PgUID":')
+_JOB_TAIL = b'","PgUID":'
 _JOBS_END = b'},"Nodes":{'
 _NODE_ENTRY = re.compile(rb',"[^"\\]*":\{"Name":"[^"\\]*","Node":')
+_NODE_TAIL = b'","Node":'
 _NODES_END = b'},"Queues":'
+#: longest key + first field value an entry start is recognised with
+_HEAD_BYTES = 1024
 #: an entry start is looked for again this far back (a start cut by the end of what had arrived)
 _OVERLAP = 4096
 
@@ -115,15 +119,15 @@ class OpenStream:
         twice; the map's end marker only where the window found none (``bytes.find`` of it runs
         at ~1 GB/s on JSON) or a piece did not decode."""
         jobs = self.state == _JOBS
-        entry, end_marker = (_JOB_ENTRY, _JOBS_END) if jobs else (_NODE_ENTRY, _NODES_END)
+        entry, tail, end_marker = ((_JOB_ENTRY, _JOB_TAIL, _JOBS_END) if jobs
+                                   else (_NODE_ENTRY, _NODE_TAIL, _NODES_END))
         pos, piece = self.pos, self.piece_bytes
         overlap = min(_OVERLAP, piece // 2)  # < piece: each window starts past the last one
         window_end = min(received, max(pos + 2 * piece, self.search_from + piece))
         start = max(self.search_from, pos + piece - overlap)
         if start < window_end:
-            found = entry.search(self.buffer, start, window_end)
-            if found is not None:
-                stop = found.start()
+            stop = _entry_start(self.buffer, entry, tail, start, window_end)
+            if stop >= 0:
                 if self._piece(stop, closes=False):
                     return True
                 end = self.buffer.find(end_marker, pos, stop + 1)  # the map ended before it?
@@ -210,6 +214,22 @@ class OpenStream:
                 merged.update(rest)
                 pruned.Jobs = merged
         return pruned
+
+
+def _entry_start(buffer: Any, entry: re.Pattern, tail: bytes, start: int, end: int) -> int:
+    """Where the first entry start (``entry``) in ``buffer[start:end]`` begins, or -1. Found by
+    its literal tail (``bytes.find``, ~4x faster than the regex's scan on JSON), then the regex
+    matched from the ``,"`` before it."""
+    while True:
+        at = buffer.find(tail, start, end)
+        if at < 0:
+            return -1
+        head = buffer.rfind(b',"', max(start, at - _HEAD_BYTES), at)
+        if head >= 0:
+            found = entry.match(buffer, head, at + len(tail))
+            if found is not None and found.end() == at + len(tail):
+                return head
+        start = at + 1
 
 
 def decode_streamed(body: Any, reads: Reads | None = None, step: int = PIECE_BYTES,
