@@ -21,7 +21,7 @@ import orjson
 from flask import Flask, request
 
 from bench.bare_wsgi import NEUTRAL_ANSWERS, read_body
-from policy_extender.schema import ALWAYS_READ
+from policy_extender.wire.paths import ALWAYS_READ
 from policy_extender.web.http import read_body as read_like_the_service
 from policy_extender.wire import decode as wire
 

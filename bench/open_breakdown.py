@@ -16,7 +16,7 @@ other processes on the host hits each alike:
 Each open is a new connection from this process (a body file sent with ``sendfile``), timed from
 before the connect to the last byte of the answer (client-measured, upload included); then an
 onSessionClose (not timed). One warm-up open per server first. The services run with
-``POLICY_EXTENDER_TRACE`` (``web/trace.py``): each worker records, per call, when the dispatch
+``POLICY_EXTENDER_TRACE`` (``policy_extender/trace.py``): each worker records, per call, when the dispatch
 got the request and when the body was all received, decoded, encoded to the snapshot and stored,
 on the host's monotonic clock, which this client reads too. The breakdown of one open:
 

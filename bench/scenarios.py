@@ -60,7 +60,7 @@ def format_row(row: dict) -> str:
 
 def service_available() -> str | None:
     """None when the real service can run, else why not."""
-    for module in ("policy_extender.policy", "policy_extender.web"):
+    for module in ("policy_extender.policyset", "policy_extender.web"):
         if importlib.util.find_spec(module) is None:
             return f"{module} does not exist yet"
     return None
@@ -335,7 +335,7 @@ def policy_rules(count: int) -> str:
 
 def policy_eval_scenario(ctx: Context) -> None:
     try:
-        from policy_extender.policy import compile_sources
+        from policy_extender.policyset import compile_sources
         from policy_extender.wire import decode as wire
         from policy_extender.wire.views import NO_SESSION
     except ImportError as exc:

@@ -19,13 +19,10 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from policy_extender.decide.names import ON_SESSION_OPEN, PRIORITIZE, VERB_KINDS
+
 ENV_PREFIX = "POLICY_EXTENDER_"
 
-#: Verb kinds in the order of Volcano's extender plugin, each with its default URL path.
-VERB_KINDS: tuple[str, ...] = (
-    "onSessionOpen", "onSessionClose", "predicate", "prioritize", "preemptable", "reclaimable",
-    "jobEnqueueable", "jobEnqueued", "queueOverused", "jobReady", "allocateFunc", "deallocateFunc",
-)
 
 MIB = 1024 * 1024
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
@@ -34,7 +31,7 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, 
 
 #: Verbs whose body limit is not ``body_limit``: the snapshot is the whole cluster (268 MB at 500
 #: nodes x 30 pods), and prioritize embeds every candidate node with its pods (93 MB at 500 nodes).
-DEFAULT_BODY_LIMITS = {"onSessionOpen": 1024 * MIB, "prioritize": 256 * MIB}
+DEFAULT_BODY_LIMITS = {ON_SESSION_OPEN: 1024 * MIB, PRIORITIZE: 256 * MIB}
 
 
 class ConfigError(ValueError):
@@ -252,6 +249,19 @@ class Config:
     record_redact: tuple[str, ...] = option((), "Blank before writing: `annotations` (values, except "
                                             "the keys the policies read), `env` (container env "
                                             "values), or both comma-separated.", parse_redact)
+    tally: bool = option(True, "Keep the per-cycle decision tally that `GET /why` and `policy-extender "
+                         "why` read (docs/operations.md, \"Why is it pending?\"): each worker adds "
+                         "its calls in memory and flushes them to the session store in the "
+                         "background; false: nothing is recorded.", parse_bool)
+    tally_cycles: int = option(3, "Closed cycles whose tally the session store keeps, besides the "
+                               "open one (the oldest beyond it is dropped).", parse_int)
+    tally_max_entries: int = option(20000, "Cap of tally entries per cycle (one per task, job or "
+                                    "queue and answer or rule; about 150 bytes each in the store), "
+                                    "in the store and in each worker; entries beyond it are dropped "
+                                    "and counted (`dropped_entries` in /why).", parse_int)
+    tally_flush_seconds: float = option(1.0, "Seconds between two flushes of a worker's tally to "
+                                        "the session store (> 0); /why lags the decisions by up to "
+                                        "this.", parse_positive)
     certfile: str = option("", "TLS certificate (PEM) to serve HTTPS; needs `keyfile`. Volcano's "
                            "`extender.urlPrefix` then starts with https:// (docs/security.md).", parse_str)
     keyfile: str = option("", "TLS private key (PEM) for `certfile`.", parse_str)

@@ -1,4 +1,5 @@
-"""Source positions and the errors a policy can produce, with their rendering.
+"""Every error type of the product: source positions and the errors a policy can produce, with
+their rendering; ``EvalError`` (evaluation bounds); ``WireError`` and ``CompactError`` (bodies).
 
 A ``Diagnostic`` says where (a ``Span``), what (``code`` and ``message``) and, when there is one,
 how to fix it (``hint``). ``PolicyError`` carries every diagnostic of a failed load and renders
@@ -119,3 +120,32 @@ class EvalError(Exception):
         where = f"{self.span}: " if self.span else ""
         rule = f" (rule {self.rule})" if self.rule else ""
         return f"{where}error[{self.code}]: {self.message}{rule}"
+
+
+# --- the wire layer's errors: a request body we cannot read, a compact test input we cannot expand
+
+
+class WireError(ValueError):
+    """A request body that is not JSON or has a wrong type in a field the policies read.
+
+    ``path`` is a JSONPath-like location in the body (``$.task.Resreq.MilliCPU``); the web layer
+    answers HTTP 400 with ``str(error)``.
+    """
+
+    def __init__(self, message: str, path: str = "$"):
+        super().__init__(f"{path}: {message}")
+        self.message = message
+        self.path = path
+
+
+class CompactError(ValueError):
+    """A compact fixture value (test input) that cannot be expanded into a wire body.
+
+    ``path`` is where in the compact input (``node.tasks[1].requests.gpu``); the fixture runner
+    adds the file and line.
+    """
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.message = message

@@ -6,7 +6,7 @@ at once. ``sync`` workers answer ``Connection: close`` to every request, so each
 TCP connection (and the Go client's pool churns); gthread workers keep the connections and park
 idle ones in a poller, costing no thread.
 
-Measured with ``python -m policy_extender.web.loadcheck`` (16 keep-alive Python clients on the same
+Measured with ``python -m bench.loadcheck`` (16 keep-alive Python clients on the same
 2-core machine, the 25 KB sample predicate body, 2 workers, sample policies): sync 657 req/s,
 gthread x4 460-1031 req/s, gthread x8 663 req/s (the machine was shared, so runs vary by 2x).
 Throughput is the same within noise, because the GIL lets one thread of a worker run at a time
@@ -21,9 +21,12 @@ an idle connection first, so a request is never sent on a connection the server 
 
 from __future__ import annotations
 
+import faulthandler
 from typing import Any
 
+from policy_extender import logs, metrics
 from policy_extender.config import Config
+from policy_extender.policyset.reload import install_sighup
 
 WORKER_CLASS = "gthread"
 #: seconds: > Go's http.Transport IdleConnTimeout (90 s)
@@ -75,13 +78,11 @@ def _tls(config: Config) -> dict[str, Any]:
 
 def _logconfig(config: Config) -> dict[str, Any]:
     """gunicorn's own lines in the service's format (text or JSON lines)."""
-    from policy_extender import logs
     return logs.gunicorn_logconfig(config.log_level, config.log_format)
 
 
 def on_starting(server: Any) -> None:
     """Master, before any worker forks: the metrics' multiprocess directory."""
-    from policy_extender import metrics
     metrics.on_starting(server)
 
 
@@ -95,21 +96,17 @@ def on_exit(server: Any) -> None:
 
 def worker_exit(server: Any, worker: Any) -> None:
     """Worker, on its way out: the metrics it has not written yet."""
-    from policy_extender import metrics
     metrics.worker_exit(server, worker)
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    from policy_extender import metrics
     metrics.child_exit(server, worker)
 
 
 def post_worker_init(worker: Any) -> None:
     """Worker, after gunicorn reset its signal handlers: SIGHUP to a worker reloads its policies;
     a fatal signal (SIGSEGV, SIGBUS ...) prints every thread's Python stack to the log first."""
-    import faulthandler
     faulthandler.enable(all_threads=True)
-    from policy_extender.reload import install_sighup
     service = getattr(worker.wsgi, "extensions", {}).get("policy_extender")
     if service is not None:
         install_sighup(service.reloader)

@@ -36,7 +36,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_extender.instance import METRICS_DIR
 from policy_extender.instance import METRICS_ENV as MULTIPROC_ENV
+from policy_extender.instance import process_runtime_dir
 
 PREFIX = "policy_extender_"
 
@@ -70,12 +72,17 @@ class Metrics:
     calls_without_session: Any
     calls_job_not_in_session: Any
     session_open_late: Any
+    audit_decisions: Any
+    tally_flush_failures: Any
     active_version: str | None = None
     children: dict = field(default_factory=dict)
 
 
 def build() -> Metrics:
     """Create the metrics. The first call in a process imports ``prometheus_client``."""
+    # prometheus_client is imported only here and below, never at module level: it picks
+    # in-memory or multiprocess values when first imported, from PROMETHEUS_MULTIPROC_DIR, which
+    # ``on_starting`` sets in the master before any worker exists (see _refuse_mixed_mode).
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
     _refuse_mixed_mode()
@@ -115,6 +122,12 @@ def build() -> Metrics:
         session_open_late=Counter(PREFIX + "session_open_late",
                                   "onSessionOpens that took longer than volcano_timeout: Volcano gave up on them.",
                                   registry=registry),
+        audit_decisions=Counter(PREFIX + "audit_decisions",
+                                "Would-be decisions of audit (shadow) rules, by rule and outcome; they change no answer.",
+                                ("rule", "outcome"), registry=registry),
+        tally_flush_failures=Counter(PREFIX + "tally_flush_failures",
+                                     "Flushes of a worker's decision tally that the session store did not take (that tally is lost).",
+                                     registry=registry),
     )
 
 
@@ -200,13 +213,14 @@ class _Pending:
         self.requests: dict[tuple[str, int], list] = {}
         self.decisions: dict[tuple[str, str, str], int] = {}
         self.gaps: dict[tuple[str, str], int] = {}
+        self.audits: dict[tuple[str, str], int] = {}
         self.flusher_pid: int | None = None
 
-    def take(self) -> tuple[dict, dict, dict]:
+    def take(self) -> tuple[dict, dict, dict, dict]:
         with self.lock:
-            requests, decisions, gaps = self.requests, self.decisions, self.gaps
-            self.requests, self.decisions, self.gaps = {}, {}, {}
-        return requests, decisions, gaps
+            requests, decisions, gaps, audits = self.requests, self.decisions, self.gaps, self.audits
+            self.requests, self.decisions, self.gaps, self.audits = {}, {}, {}, {}
+        return requests, decisions, gaps, audits
 
 
 _pending = _Pending()
@@ -239,7 +253,7 @@ def _new_tally() -> list:
     return [0, 0.0, [0] * len(_LATENCY_BOUNDS), 0.0, [0] * len(_BODY_BOUNDS)]
 
 
-#: gap kind (web.session_gaps) -> the counter it adds to
+#: gap kind (decide.session_gaps) -> the counter it adds to
 _GAP_COUNTERS = {"no_session": "calls_without_session", "job_not_in_snapshot": "calls_job_not_in_session"}
 
 
@@ -255,6 +269,24 @@ def note_session_gap(gap: str, verb: str) -> None:
         pending.gaps[(gap, verb)] = pending.gaps.get((gap, verb), 0) + 1
 
 
+def note_audits(audits) -> None:
+    """Audit rules' would-be outcomes (``policy_extender.decide.audit.Audited``; ``skip`` not counted),
+    batched like :func:`note_request`."""
+    pending = _pending
+    if pending.flusher_pid != os.getpid():
+        _start_flusher()
+    with pending.lock:
+        for a in audits:
+            if a.outcome != "skip":
+                k = (a.rule, a.outcome)
+                pending.audits[k] = pending.audits.get(k, 0) + 1
+
+
+def note_tally_failure() -> None:
+    """A worker's tally flush that the session store did not take."""
+    metrics().tally_flush_failures.inc()
+
+
 _flush_hooks: list = []
 
 
@@ -265,7 +297,9 @@ def on_flush(hook) -> None:
 
 def flush() -> None:
     """Write this process's pending tallies into the prometheus values now."""
-    requests, decisions, gaps = _pending.take()
+    requests, decisions, gaps, audits = _pending.take()
+    for (rule, outcome), count in audits.items():
+        _child(metrics().audit_decisions, rule, outcome).inc(count)
     for (gap, verb), count in gaps.items():
         _child(getattr(metrics(), _GAP_COUNTERS[gap]), verb).inc(count)
     for hook in list(_flush_hooks):
@@ -382,7 +416,6 @@ def prepare_directory(directory: str | None = None) -> str:
     ``session-gaps-*.json`` (and only those: the variable might name a shared directory) are
     removed.
     """
-    from policy_extender.instance import METRICS_DIR, process_runtime_dir
     directory = directory or os.environ.get(MULTIPROC_ENV) or os.path.join(process_runtime_dir(), METRICS_DIR)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for name in os.listdir(directory):

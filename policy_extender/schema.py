@@ -1,11 +1,11 @@
-"""The context a policy can read: every type, every field, its unit and the wire keys behind it.
+"""The context a policy can read: every type, every field and its unit, in the language's terms.
 
 This table is the one contract between three parts of the product:
 
-* the language's checker and compiler (names, types, which decision may read what),
-* the wire decoder (``policy_extender.wire``), whose view objects expose exactly these fields as
-  Python attributes, and whose pruned decoders read only the ``wire`` paths of the fields a
-  loaded policy set uses,
+* the language's checker and compiler (names, types, which decision may read what, and which
+  fields a policy set reads: ``checker.Checked.reads``, as chains of (type, field) steps),
+* the wire layer (``policy_extender.wire``), whose view objects expose exactly these fields as
+  Python attributes, and which alone knows the Go keys behind each field (``wire/paths.py``),
 * the language reference (``docs/language.md``), whose field table is generated from it.
 
 Types are written as small strings: ``number``, ``string``, ``bool``, ``any``, ``resources``,
@@ -13,19 +13,11 @@ Types are written as small strings: ``number``, ``string``, ``bool``, ``any``, `
 string keys and values of type T). Every field may be null at run time unless its type is
 ``number``/``bool``/``resources``/``counts``/``list[...]``/``map[...]``, which the views always
 fill (zero, false, empty).
-
-Wire paths are tuples of Go field names (the JSON keys Volcano sends), relative to the object the
-field belongs to; ``"*"`` means "every value of this map / element of this list". A field whose
-value is another object (``node.tasks`` is ``list[task]``) lists the path to the collection; the
-fields a policy reads on the elements add their own paths under it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-WirePath = tuple[str, ...]
-
 
 @dataclass(frozen=True)
 class Field:
@@ -33,7 +25,6 @@ class Field:
     type: str
     doc: str
     unit: str = ""
-    wire: tuple[WirePath, ...] = ()
     #: true when the value comes from the session snapshot or counters, not from the request body
     session: bool = False
 
@@ -54,21 +45,13 @@ RESOURCE_SHORTHANDS: dict[str, str] = {
     "ephemeral_storage": "ephemeral-storage",
 }
 
-#: Scalar resources that Volcano does NOT send in milli units.
-PLAIN_SCALARS = frozenset({"pods"})
-
-TASK_STATUSES: dict[int, str] = {
-    1: "Pending", 2: "Allocated", 4: "Pipelined", 8: "Binding", 16: "Bound",
-    32: "Running", 64: "Releasing", 128: "Succeeded", 256: "Failed", 512: "Unknown",
-}
-
 TYPES: dict[str, dict[str, Field]] = {
     "resources": _fields(
-        Field("cpu", "number", "CPU", "cores", (("MilliCPU",),)),
-        Field("memory", "number", "memory", "bytes", (("Memory",),)),
-        Field("gpu", "number", "nvidia.com/gpu", "GPUs", (("ScalarResources",),)),
-        Field("pods", "number", "pod slots", "pods", (("ScalarResources",),)),
-        Field("ephemeral_storage", "number", "ephemeral-storage", "bytes", (("ScalarResources",),)),
+        Field("cpu", "number", "CPU", "cores"),
+        Field("memory", "number", "memory", "bytes"),
+        Field("gpu", "number", "nvidia.com/gpu", "GPUs"),
+        Field("pods", "number", "pod slots", "pods"),
+        Field("ephemeral_storage", "number", "ephemeral-storage", "bytes"),
     ),
     "counts": _fields(
         Field("tasks", "number", "net tasks placed in this scheduling cycle: allocate events minus deallocate events; an eviction of a task that ran before the cycle counts -1, so it can be negative", "tasks"),
@@ -79,85 +62,85 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("ephemeral_storage", "number", "net ephemeral storage allocated this cycle", "bytes"),
     ),
     "taint": _fields(
-        Field("key", "string", "taint key", wire=(("key",),)),
-        Field("value", "string", "taint value", wire=(("value",),)),
-        Field("effect", "string", "NoSchedule, PreferNoSchedule or NoExecute", wire=(("effect",),)),
+        Field("key", "string", "taint key"),
+        Field("value", "string", "taint value"),
+        Field("effect", "string", "NoSchedule, PreferNoSchedule or NoExecute"),
     ),
     "toleration": _fields(
-        Field("key", "string", "toleration key (null tolerates every key)", wire=(("key",),)),
-        Field("operator", "string", "Equal or Exists", wire=(("operator",),)),
-        Field("value", "string", "toleration value", wire=(("value",),)),
-        Field("effect", "string", "effect tolerated (null: every effect)", wire=(("effect",),)),
+        Field("key", "string", "toleration key (null tolerates every key)"),
+        Field("operator", "string", "Equal or Exists"),
+        Field("value", "string", "toleration value"),
+        Field("effect", "string", "effect tolerated (null: every effect)"),
     ),
     "task": _fields(
-        Field("uid", "string", "task (pod) UID", wire=(("UID",),)),
-        Field("name", "string", "pod name", wire=(("Name",),)),
-        Field("namespace", "string", "pod namespace", wire=(("Namespace",),)),
-        Field("role", "string", "task role in its job (Volcano TaskRole)", wire=(("TaskRole",),)),
-        Field("labels", "map[string]", "pod labels", wire=(("Pod", "metadata", "labels"),)),
-        Field("annotations", "map[string]", "pod annotations", wire=(("Pod", "metadata", "annotations"),)),
-        Field("priority", "number", "task priority", wire=(("Priority",),)),
-        Field("priority_class", "string", "pod priorityClassName", wire=(("Pod", "spec", "priorityClassName"),)),
-        Field("requests", "resources", "resources the task requests", _RES, (("Resreq",),)),
-        Field("init_requests", "resources", "requests including init containers", _RES, (("InitResreq",),)),
-        Field("node_selector", "map[string]", "pod spec.nodeSelector", wire=(("Pod", "spec", "nodeSelector"),)),
-        Field("tolerations", "list[toleration]", "pod spec.tolerations", wire=(("Pod", "spec", "tolerations"),)),
-        Field("status", "string", "Pending, Allocated, Pipelined, Binding, Bound, Running, Releasing, Succeeded, Failed or Unknown", wire=(("Status",),)),
-        Field("preemptable", "bool", "Volcano marks the task preemptable", wire=(("Preemptable",),)),
-        Field("best_effort", "bool", "the task requests no resources", wire=(("BestEffort",),)),
-        Field("node_name", "string", "node the task is placed on (empty while pending)", wire=(("NodeName",),)),
-        Field("job_id", "string", "UID of the task's job", wire=(("Job",),)),
-        Field("job", "job", "the task's job, from the session snapshot (null with no open session)", wire=(("Job",),), session=True),
-        Field("queue", "queue", "the task's job's queue, from the session snapshot", wire=(("Job",),), session=True),
+        Field("uid", "string", "task (pod) UID"),
+        Field("name", "string", "pod name"),
+        Field("namespace", "string", "pod namespace"),
+        Field("role", "string", "task role in its job (Volcano TaskRole)"),
+        Field("labels", "map[string]", "pod labels"),
+        Field("annotations", "map[string]", "pod annotations"),
+        Field("priority", "number", "task priority"),
+        Field("priority_class", "string", "pod priorityClassName"),
+        Field("requests", "resources", "resources the task requests", _RES),
+        Field("init_requests", "resources", "requests including init containers", _RES),
+        Field("node_selector", "map[string]", "pod spec.nodeSelector"),
+        Field("tolerations", "list[toleration]", "pod spec.tolerations"),
+        Field("status", "string", "Pending, Allocated, Pipelined, Binding, Bound, Running, Releasing, Succeeded, Failed or Unknown"),
+        Field("preemptable", "bool", "Volcano marks the task preemptable"),
+        Field("best_effort", "bool", "the task requests no resources"),
+        Field("node_name", "string", "node the task is placed on (empty while pending)"),
+        Field("job_id", "string", "UID of the task's job"),
+        Field("job", "job", "the task's job, from the session snapshot (null with no open session)", session=True),
+        Field("queue", "queue", "the task's job's queue, from the session snapshot", session=True),
     ),
     "node": _fields(
-        Field("name", "string", "node name", wire=(("Name",),)),
-        Field("labels", "map[string]", "node labels", wire=(("Node", "metadata", "labels"),)),
-        Field("annotations", "map[string]", "node annotations", wire=(("Node", "metadata", "annotations"),)),
-        Field("taints", "list[taint]", "node spec.taints", wire=(("Node", "spec", "taints"),)),
-        Field("unschedulable", "bool", "node spec.unschedulable (cordoned)", wire=(("Node", "spec", "unschedulable"),)),
-        Field("conditions", "map[string]", "node condition type -> status (\"True\"/\"False\"/\"Unknown\")", wire=(("Node", "status", "conditions"),)),
-        Field("ready", "bool", "Volcano's node state is Ready", wire=(("State",),)),
-        Field("allocatable", "resources", "allocatable resources", _RES, (("Allocatable",),)),
-        Field("capacity", "resources", "capacity", _RES, (("Capacity",),)),
-        Field("idle", "resources", "idle (free) resources", _RES, (("Idle",),)),
-        Field("used", "resources", "used resources", _RES, (("Used",),)),
-        Field("releasing", "resources", "resources being released", _RES, (("Releasing",),)),
-        Field("pipelined", "resources", "resources pipelined to waiting tasks", _RES, (("Pipelined",),)),
-        Field("tasks", "list[task]", "the tasks (pods) on the node", wire=(("Tasks", "*"),)),
+        Field("name", "string", "node name"),
+        Field("labels", "map[string]", "node labels"),
+        Field("annotations", "map[string]", "node annotations"),
+        Field("taints", "list[taint]", "node spec.taints"),
+        Field("unschedulable", "bool", "node spec.unschedulable (cordoned)"),
+        Field("conditions", "map[string]", "node condition type -> status (\"True\"/\"False\"/\"Unknown\")"),
+        Field("ready", "bool", "Volcano's node state is Ready"),
+        Field("allocatable", "resources", "allocatable resources", _RES),
+        Field("capacity", "resources", "capacity", _RES),
+        Field("idle", "resources", "idle (free) resources", _RES),
+        Field("used", "resources", "used resources", _RES),
+        Field("releasing", "resources", "resources being released", _RES),
+        Field("pipelined", "resources", "resources pipelined to waiting tasks", _RES),
+        Field("tasks", "list[task]", "the tasks (pods) on the node"),
     ),
     "job": _fields(
-        Field("uid", "string", "job UID", wire=(("UID",),)),
-        Field("name", "string", "job (PodGroup) name", wire=(("Name",),)),
-        Field("namespace", "string", "job namespace", wire=(("Namespace",),)),
-        Field("queue_name", "string", "name of the job's queue", wire=(("Queue",),)),
-        Field("queue", "queue", "the job's queue, from the session snapshot", wire=(("Queue",),), session=True),
-        Field("priority", "number", "job priority", wire=(("Priority",),)),
-        Field("min_available", "number", "gang size: tasks that must run together", "tasks", (("MinAvailable",),)),
-        Field("preemptable", "bool", "the job is preemptable", wire=(("Preemptable",),)),
-        Field("tasks", "list[task]", "the job's tasks", wire=(("Tasks", "*"),)),
-        Field("ready_tasks", "number", "tasks Allocated, Binding, Bound, Running or Succeeded", "tasks", (("Tasks", "*", "Status"),)),
-        Field("pending_tasks", "number", "tasks still Pending", "tasks", (("Tasks", "*", "Status"),)),
-        Field("allocated", "resources", "resources allocated to the job", _RES, (("Allocated",),)),
-        Field("total_request", "resources", "resources all the job's tasks request", _RES, (("TotalRequest",),)),
-        Field("min_resources", "resources", "PodGroup spec.minResources", _RES, (("PodGroup", "spec", "minResources"),)),
-        Field("labels", "map[string]", "PodGroup labels", wire=(("PodGroup", "metadata", "labels"),)),
-        Field("annotations", "map[string]", "PodGroup annotations", wire=(("PodGroup", "metadata", "annotations"),)),
-        Field("phase", "string", "PodGroup status.phase", wire=(("PodGroup", "status", "phase"),)),
+        Field("uid", "string", "job UID"),
+        Field("name", "string", "job (PodGroup) name"),
+        Field("namespace", "string", "job namespace"),
+        Field("queue_name", "string", "name of the job's queue"),
+        Field("queue", "queue", "the job's queue, from the session snapshot", session=True),
+        Field("priority", "number", "job priority"),
+        Field("min_available", "number", "gang size: tasks that must run together", "tasks"),
+        Field("preemptable", "bool", "the job is preemptable"),
+        Field("tasks", "list[task]", "the job's tasks"),
+        Field("ready_tasks", "number", "tasks Allocated, Binding, Bound, Running or Succeeded", "tasks"),
+        Field("pending_tasks", "number", "tasks still Pending", "tasks"),
+        Field("allocated", "resources", "resources allocated to the job", _RES),
+        Field("total_request", "resources", "resources all the job's tasks request", _RES),
+        Field("min_resources", "resources", "PodGroup spec.minResources", _RES),
+        Field("labels", "map[string]", "PodGroup labels"),
+        Field("annotations", "map[string]", "PodGroup annotations"),
+        Field("phase", "string", "PodGroup status.phase"),
     ),
     "queue": _fields(
-        Field("uid", "string", "queue UID", wire=(("UID",),)),
-        Field("name", "string", "queue name", wire=(("Name",),)),
-        Field("weight", "number", "queue weight", wire=(("Weight",),)),
-        Field("capability", "resources", "Queue spec.capability (unset resources read as 0)", _RES, (("Queue", "spec", "capability"),)),
-        Field("deserved", "resources", "Queue spec.deserved", _RES, (("Queue", "spec", "deserved"),)),
-        Field("guarantee", "resources", "Queue spec.guarantee.resource", _RES, (("Queue", "spec", "guarantee"),)),
-        Field("allocated", "resources", "Queue status.allocated", _RES, (("Queue", "status", "allocated"),)),
-        Field("reclaimable", "bool", "Queue spec.reclaimable", wire=(("Queue", "spec", "reclaimable"),)),
-        Field("state", "string", "Queue status.state (Open, Closed, ...)", wire=(("Queue", "status", "state"),)),
-        Field("parent", "string", "Queue spec.parent", wire=(("Queue", "spec", "parent"),)),
-        Field("labels", "map[string]", "Queue labels", wire=(("Queue", "metadata", "labels"),)),
-        Field("annotations", "map[string]", "Queue annotations", wire=(("Queue", "metadata", "annotations"),)),
+        Field("uid", "string", "queue UID"),
+        Field("name", "string", "queue name"),
+        Field("weight", "number", "queue weight"),
+        Field("capability", "resources", "Queue spec.capability (unset resources read as 0)", _RES),
+        Field("deserved", "resources", "Queue spec.deserved", _RES),
+        Field("guarantee", "resources", "Queue spec.guarantee.resource", _RES),
+        Field("allocated", "resources", "Queue status.allocated", _RES),
+        Field("reclaimable", "bool", "Queue spec.reclaimable"),
+        Field("state", "string", "Queue status.state (Open, Closed, ...)"),
+        Field("parent", "string", "Queue spec.parent"),
+        Field("labels", "map[string]", "Queue labels"),
+        Field("annotations", "map[string]", "Queue annotations"),
     ),
     "allocation": _fields(
         Field("task", "string", "UID of the task placed (or evicted)", session=True),
@@ -205,14 +188,9 @@ SHORTHANDS: dict[str, tuple[str, str]] = {
     "task_gpu": ("task.requests.gpu", "GPUs the task requests, whole devices"),
 }
 
-#: Wire keys every decoder keeps whatever the policies read (identity, and what the service itself
-#: needs: victims are echoed whole, allocate events need the job, node and requests).
-ALWAYS_READ: dict[str, tuple[WirePath, ...]] = {
-    "task": (("UID",), ("Job",), ("Name",), ("Namespace",), ("NodeName",), ("Resreq",)),
-    "node": (("Name",),),
-    "job": (("UID",), ("Name",), ("Namespace",), ("Queue",)),
-    "queue": (("UID",), ("Name",)),
-}
+#: The fields of ``allocation`` that the session's allocation list is indexed by, so that an
+#: aggregate's ``a.<field> == x`` reads one bucket instead of every allocation.
+INDEXED = ("job", "queue", "node")
 
 
 def field(type_name: str, name: str) -> Field | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from policy_extender.errors import EvalError, PolicyError
-from policy_extender.policy import compile_sources, load_directories
+from policy_extender.policyset import compile_sources, load_directories
 from policy_extender.wire import decode
 from policy_extender.wire.views import NO_SESSION
 
@@ -83,7 +83,7 @@ def test_reads_list_the_wire_paths_of_used_fields():
     assert ("Tasks", "*", "Resreq", "ScalarResources") in ps.reads["node"]
     assert ("Pod", "metadata", "annotations") in ps.reads["task"]
     assert ("Queue",) in ps.reads["job"] and ("Name",) in ps.reads["queue"]
-    assert ("UID",) in ps.reads["task"]  # schema.ALWAYS_READ
+    assert ("UID",) in ps.reads["task"]  # wire.paths.ALWAYS_READ
 
 
 def test_a_set_with_any_error_is_refused_whole_with_every_diagnostic():

@@ -30,3 +30,35 @@ def test_resource_shorthands_are_fields_of_resources_and_counts():
     for name in schema.RESOURCE_SHORTHANDS:
         assert schema.field("resources", name) is not None
         assert schema.field("counts", name) is not None
+
+
+#: object types Volcano's bodies carry (the rest, counts/session/allocation, come from the session)
+BODY_TYPES = ("resources", "taint", "toleration", "task", "node", "job", "queue")
+
+
+def test_every_field_a_body_carries_has_its_go_keys_in_the_wire_layer_and_only_there():
+    from policy_extender.wire.paths import WIRE
+    carried = {(t, f.name) for t in BODY_TYPES for f in schema.TYPES[t].values() if not f.session}
+    assert carried <= set(WIRE), carried - set(WIRE)
+    fields = {(t, f.name) for t in BODY_TYPES for f in schema.TYPES[t].values()}
+    assert set(WIRE) <= fields, set(WIRE) - fields  # (task.job, task.queue, job.queue: keys to look up)
+    assert not any(hasattr(f, "wire") for fs in schema.TYPES.values() for f in fs.values())
+
+
+def test_reads_become_the_go_paths_of_each_step():
+    from policy_extender.wire.paths import ALWAYS_READ, go_reads
+    node_task_gpu = ((("node", "tasks"), ("task", "requests"), ("resources", "gpu")), False)
+    whole_idle = ((("node", "idle"),), True)
+    counts = ((("node", "tasks"), ("counts", "gpu")), False)  # a step no body carries: nothing to decode
+    reads = go_reads({"node": [node_task_gpu, whole_idle, counts], "task": []})
+    assert reads["node"] - set(ALWAYS_READ["node"]) == {("Tasks", "*", "Resreq", "ScalarResources"), ("Idle",)}
+    assert reads["task"] == frozenset(ALWAYS_READ["task"])
+
+
+def test_a_policy_reading_through_the_session_decodes_the_job_not_the_task():
+    from policy_extender.policyset import compile_sources
+    from policy_extender.wire.paths import ALWAYS_READ
+    reads = compile_sources({"a.policy": 'filter f: task.job.name == "x" and node.idle.gpu > 0\n'}).reads
+    assert reads["task"] == frozenset(ALWAYS_READ["task"])
+    assert ("Name",) in reads["job"]
+    assert ("Idle", "ScalarResources") in reads["node"]

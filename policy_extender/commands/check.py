@@ -1,20 +1,24 @@
 """``policy-extender check [PATHS]``: lint policy files, as the service would load them.
 
-Each directory's ``*.policy`` files are compiled together (a directory is one policy set, as the
-service loads it); a file named directly is compiled with the other files named from its
-directory. Exit 0 with a one-line summary, 1 on any error (every error rendered
-``file:line:col`` with the source line and a caret), 2 when a path does not exist.
+Each directory is one policy set, read by the reader ``serve`` uses (``policyset.read_sources``:
+a kubelet-mounted ConfigMap is its ``..data`` payload, hidden entries skipped), so the set and its
+version are the ones serve reports; its visible subdirectories with policy files are sets of their
+own. Files named directly are compiled with the other files named from their directory. Exit 0
+with a one-line summary, 1 on any error (every error rendered ``file:line:col`` with the source
+line and a caret), 2 when a path does not exist.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 from policy_extender.commands import missing_paths
+from policy_extender.errors import PolicyError
 
 HELP = "lint policy files: every error as file:line:col with the source line and a caret; exit 1 on any error"
 
@@ -29,45 +33,86 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if missing_paths("check", args.paths):
         return 2
-    sets = policy_sets(args.paths)
-    if not sets:
+    reports = [r for r in (check_set(paths) for paths in policy_sets(args.paths)) if r["files"] or r["diagnostics"]]
+    if not reports:
         print(f"policy-extender check: no *.policy files in {', '.join(args.paths)}", file=sys.stderr)
         return 2
-    reports = [check_set(files) for files in sets.values()]
     (_print_json if args.format == "json" else _print_text)(reports)
     return 1 if any(r["diagnostics"] for r in reports) else 0
 
 
-def policy_sets(paths) -> dict[Path, list[Path]]:
-    """Policy files grouped by directory: each group is one policy set."""
-    sets: dict[Path, list[Path]] = defaultdict(list)
+def policy_sets(paths) -> list[tuple[Path, ...]]:
+    """The sets to check, each the paths serve would be given: one directory (the named ones and
+    their visible subdirectories), or the files named directly from one directory."""
+    directories: list[tuple[Path, ...]] = []
+    files: dict[Path, list[Path]] = {}
     for path in map(Path, paths):
-        files = sorted(path.rglob("*.policy")) if path.is_dir() else [path]
-        for file in files:
-            if file not in sets[file.parent]:
-                sets[file.parent].append(file)
-    return dict(sets)
+        if path.is_dir():
+            directories += [(d,) for d in _visible_directories(path) if (d,) not in directories]
+        elif path not in files.setdefault(path.parent, []):
+            files[path.parent].append(path)
+    return directories + [tuple(group) for group in files.values()]
 
 
-def check_set(files: list[Path]) -> dict:
-    """Compile one set: its files, rule count and version, or every diagnostic."""
-    from policy_extender.errors import PolicyError
-    from policy_extender.fixtures.exchange import compile_files
-    report = {"files": [str(f) for f in files], "rules": 0, "version": None, "diagnostics": [], "rendered": ""}
+def _visible_directories(root: Path) -> list[Path]:
+    """``root`` and the subdirectories under it, hidden ones (a ConfigMap's ``..2026_…``
+    payloads and ``..data``) and everything under them left out."""
+    found = []
+    for directory, subdirectories, _ in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith("."))
+        found.append(Path(directory))
+    return found
+
+
+def check_set(paths: tuple[Path, ...]) -> dict:
+    """Compile one set: its files, rule count and version, or every diagnostic. Files are named
+    by their path, so an editor can open what the diagnostics point at."""
+    from policy_extender.policyset import compile_sources, read_sources  # lazy: commands/__init__
+    from policy_extender.policyset.files import ReadError
+    report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": ""}
     try:
-        policy_set = compile_files(tuple(files), errors=PolicyError, by_path=True)
-    except PolicyError as error:
+        sources = read_sources(paths)
+    except ReadError as error:
+        where = str(paths[0])
+        report.update(diagnostics=[_unreadable(where, str(error))], rendered=f"{where}:1:1: error: {error}")
+        return report
+    except PolicyError as error:  # E407, one file name twice
         report.update(diagnostics=error.to_dicts(), rendered=error.render())
-    except OSError as error:
-        report.update(diagnostics=[_unreadable(error)], rendered=f"{error.filename}:1:1: error: cannot read: {error.strerror}")
+        return report
+    where = _paths_of(paths, sources)
+    report["files"] = [where[name] for name in sorted(sources)]
+    try:
+        policy_set = compile_sources(sources)
+    except PolicyError as error:
+        shown = PolicyError([_renamed(d, where) for d in error.diagnostics],
+                            {where.get(name, name): text for name, text in sources.items()})
+        report.update(diagnostics=shown.to_dicts(), rendered=shown.render())
     else:
         report.update(rules=len(policy_set.rules), version=policy_set.version)
     return report
 
 
-def _unreadable(error: OSError) -> dict:
-    return {"code": "E000", "message": f"cannot read: {error.strerror}", "hint": None,
-            "file": error.filename, "line": 1, "column": 1, "end_line": 1, "end_column": 1}
+def _paths_of(paths: tuple[Path, ...], sources: dict[str, str]) -> dict[str, str]:
+    """{file name: the path a user would open} for the files of one set."""
+    where = {}
+    for path in paths:
+        for name in sources:
+            candidate = path / name if path.is_dir() else path
+            if candidate.name == name and name not in where and candidate.exists():
+                where[name] = str(candidate)
+    return where
+
+
+def _renamed(diagnostic, where: dict[str, str]):
+    span = diagnostic.span
+    if span is None or span.file not in where:
+        return diagnostic
+    return dataclasses.replace(diagnostic, span=dataclasses.replace(span, file=where[span.file]))
+
+
+def _unreadable(where: str, message: str) -> dict:
+    return {"code": "E000", "message": f"cannot read: {message}", "hint": None,
+            "file": where, "line": 1, "column": 1, "end_line": 1, "end_column": 1}
 
 
 def _print_text(reports: list[dict]) -> None:

@@ -7,35 +7,34 @@ the command prints the decision, why, and the exact answer the service would sen
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from pathlib import Path
 
 HELP = "decide one raw Volcano request body with a policy directory and print the decision and why"
 
-#: Decision names accepted for --verb besides the wire verb names.
-VERB_ALIASES = {"filter": "predicate", "score": "prioritize", "enqueue": "jobEnqueueable",
-                "overused": "queueOverused", "ready": "jobReady"}
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("body", nargs="?", default="-", metavar="FILE|-",
                         help="the request body as Volcano sends it (default: - for stdin)")
     parser.add_argument("--verb", required=True,
-                        help="predicate, prioritize, preemptable, reclaimable, jobEnqueueable, queueOverused or jobReady "
-                             "(or filter, score, enqueue, overused, ready)")
+                        help="a deciding verb, by its Volcano name (predicate, prioritize, ...) or its "
+                             "decision name (filter, score, ...); an unknown name lists them all")
     parser.add_argument("--policies", default="policies", metavar="DIR", help="directory of *.policy files (default: policies)")
     parser.add_argument("--session", metavar="FILE", help="an onSessionOpen body to decide within (default: no session)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender.fixtures import exchange
-    verb = VERB_ALIASES.get(args.verb, args.verb)
-    if verb not in exchange.VERBS:
-        print(f"policy-extender eval: unknown verb {args.verb!r}{_did_you_mean(args.verb, exchange.VERBS)}: "
-              f"use one of {', '.join(exchange.VERBS)}", file=sys.stderr)
+    from policy_extender.decide.table import DECIDING, verb_named  # lazy: commands/__init__
+    from policy_extender.fixture_runner import exchange  # lazy: commands/__init__
+    found = verb_named(args.verb)
+    if found is None:
+        print(f"policy-extender eval: unknown verb {args.verb!r}{_did_you_mean(args.verb)}: "
+              f"use one of {', '.join(DECIDING)}", file=sys.stderr)
         return 2
+    verb = found.name
     try:
         return _decide(args, verb, exchange)
     except (exchange.CaseError, OSError) as error:
@@ -44,8 +43,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _decide(args, verb: str, exchange) -> int:
-    from policy_extender.fixtures import outcome
-    policy_set = exchange.compile_files(_policy_files(args.policies))
+    from policy_extender.fixture_runner import outcome  # lazy: commands/__init__
+    policy_set = exchange.compile_files((Path(args.policies),))
+    if not policy_set.sources:
+        raise OSError(2, f"no *.policy files in {args.policies}", args.policies)
     exchanger = exchange.Exchanger(policy_set)
     body = _read_body(args.body)
     if args.session:
@@ -60,19 +61,12 @@ def _decide(args, verb: str, exchange) -> int:
     return 0
 
 
-def _did_you_mean(word: str, verbs) -> str:
+def _did_you_mean(word: str) -> str:
     """`` (did you mean 'prioritize'?)`` for the closest verb or decision name, case aside."""
-    import difflib
-    names = {name.lower(): name for name in (*verbs, *VERB_ALIASES)}
+    from policy_extender.decide.table import BY_DECISION, DECIDING  # lazy: commands/__init__
+    names = {name.lower(): name for name in (*DECIDING, *BY_DECISION)}
     close = difflib.get_close_matches(word.lower(), list(names), n=1, cutoff=0.6)
     return f" (did you mean {names[close[0]]!r}?)" if close else ""
-
-
-def _policy_files(directory: str) -> tuple[Path, ...]:
-    files = tuple(sorted(Path(directory).glob("*.policy")))
-    if not files:
-        raise OSError(2, f"no *.policy files in {directory}", directory)
-    return files
 
 
 def _read_body(source: str) -> bytes:

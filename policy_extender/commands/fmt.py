@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender.errors import PolicyError
+    from policy_extender.errors import PolicyError  # lazy: commands/__init__
     from policy_extender.lang.formatter import format_source
 
     if missing_paths("fmt", args.paths):

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender.errors import PolicyError
+    from policy_extender.errors import PolicyError  # lazy: commands/__init__
     try:
         _check_recording(args.recording)
         candidate = _compile(args.policies, "candidate")
@@ -50,8 +50,8 @@ def _check_recording(directory: str) -> None:
 
 def _compile(directory: str, role: str):
     """The policy set of ``directory``; a PolicyError keeps its diagnostics, with context."""
-    from policy_extender.errors import PolicyError
-    from policy_extender.policy import load_directories
+    from policy_extender.errors import PolicyError  # lazy: commands/__init__
+    from policy_extender.policyset import load_directories
     if not os.path.isdir(directory):
         raise ValueError(f"{directory}: no such {role} policy directory")
     try:
@@ -62,7 +62,7 @@ def _compile(directory: str, role: str):
 
 
 def _compare(args: argparse.Namespace, candidate, current) -> int:
-    from policy_extender.replay import diff, report
+    from policy_extender.replay import diff, report  # lazy: commands/__init__
     from policy_extender.replay.comparison import compare_recording
     outcome = compare_recording(args.recording, candidate, current,
                                 diff.Options(score_threshold=args.score_threshold))
@@ -75,7 +75,7 @@ def _compare(args: argparse.Namespace, candidate, current) -> int:
 
 
 def _to_fixtures(args: argparse.Namespace, candidate) -> int:
-    from policy_extender.replay.to_fixtures import write_fixtures
+    from policy_extender.replay.to_fixtures import write_fixtures  # lazy: commands/__init__
     written = write_fixtures(args.recording, candidate, args.policies, args.to_fixtures, args.keyword)
     for problem in written.problems:
         print(f"problem: {problem}", file=sys.stderr)

@@ -11,6 +11,7 @@ configuration to the workers it forks. The directory is removed when the master 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ HELP = "run the extender service (gunicorn) on the policy directories"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from policy_extender.config import OPTIONS, flag_name
+    from policy_extender.config import OPTIONS, flag_name  # lazy: commands/__init__
     parser.add_argument("--config", metavar="FILE", help="YAML configuration file (options below "
                         "override it; environment variables POLICY_EXTENDER_<OPTION> too)")
     for option in OPTIONS:
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender import config as config_module
+    from policy_extender import config as config_module  # lazy: commands/__init__
     try:
         config = config_module.load(_given_flags(args), config_file=args.config)
     except config_module.ConfigError as exc:
@@ -47,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(config) -> int:
     """Become an instance, run gunicorn, and always remove the runtime directory afterwards."""
-    from policy_extender import instance as instance_module
-    from policy_extender.store import LastGoodCopy
+    from policy_extender import instance as instance_module  # lazy: commands/__init__
+    from policy_extender.policyset.versions import LastGoodCopy
     signal.signal(signal.SIGTERM, _exit_on_signal)  # until gunicorn installs its own handlers
     try:
         instance = instance_module.start(config)
@@ -69,7 +70,6 @@ def _exit_on_signal(signum, frame) -> None:
 
 
 def _log_instance(instance) -> None:
-    import logging
     log = logging.getLogger("policy_extender.instance")
     log.info("instance runtime directory %s (master pid %d): session store %s, metrics %s",
              instance.runtime_dir, os.getpid(), _shown_store(instance.config.session_store),
@@ -83,7 +83,7 @@ def _shown_store(spec: str) -> str:
 
 
 def _given_flags(args: argparse.Namespace) -> dict:
-    from policy_extender.config import OPTIONS
+    from policy_extender.config import OPTIONS  # lazy: commands/__init__
     return {opt.name: getattr(args, opt.name) for opt in OPTIONS if getattr(args, opt.name) is not None}
 
 
@@ -97,7 +97,7 @@ def _policies_compile(config, announce: bool, last_good=None) -> bool:
     was loaded; ``--check`` prints it instead (``announce``). A good set is saved as the
     instance's ``last_good`` copy before any worker starts (``store.LastGoodCopy``).
     """
-    from policy_extender.reload import PolicyReloader
+    from policy_extender.policyset.reload import PolicyReloader  # lazy: commands/__init__
     save = (lambda ps: last_good.save(ps.version, ps.sources)) if last_good is not None else None
     status = PolicyReloader(config.policy_dirs, 0, on_change=save, inotify=False).reload_now()
     if not announce:
@@ -112,7 +112,7 @@ def _policies_compile(config, announce: bool, last_good=None) -> bool:
 
 
 def _application_class():
-    from gunicorn.app.base import BaseApplication
+    from gunicorn.app.base import BaseApplication  # lazy: commands/__init__
 
     class ExtenderApplication(BaseApplication):
         """gunicorn with our settings and our app factory (no gunicorn command line)."""
@@ -123,13 +123,13 @@ def _application_class():
             super().__init__()
 
         def load_config(self) -> None:
-            from policy_extender.gunicorn_conf import settings
+            from policy_extender.gunicorn_conf import settings  # lazy: commands/__init__
             for name, value in settings(self.config_).items():
                 if name in self.cfg.settings:  # settings newer than the installed gunicorn are skipped
                     self.cfg.set(name, value)
 
         def load(self):
-            from policy_extender.web import create_app
+            from policy_extender.web import create_app  # lazy: commands/__init__
             runtime_dir = self.instance.runtime_dir if self.instance is not None else None
             return create_app(self.config_, runtime_dir=runtime_dir)
 

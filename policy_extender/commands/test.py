@@ -25,10 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender.fixtures import reporters
-    from policy_extender.fixtures.coverage import render
-    from policy_extender.fixtures.results import Tally
-    from policy_extender.fixtures.runner import run_paths
+    from policy_extender.fixture_runner import reporters  # lazy: commands/__init__
+    from policy_extender.fixture_runner.coverage import render
+    from policy_extender.fixture_runner.results import Tally
+    from policy_extender.fixture_runner.runner import run_paths
 
     if missing_paths("test", args.paths):
         return 2

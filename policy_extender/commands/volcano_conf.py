@@ -27,6 +27,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
+from policy_extender.decide.names import JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS
+
 HELP = ("print your Volcano scheduler conf (file or -, bare or its ConfigMap) with the extender "
         "plugin added and everything else kept, comments included")
 
@@ -37,14 +41,10 @@ PLUGIN = "extender"
 #: default first tier: priority, gang, conformance). See :func:`placement`.
 ANCHOR_PLUGINS = ("priority", "conformance")
 
-#: The verb arguments in the order of the shipped confs (docker/k8s/*/volcano-scheduler.conf).
-VERB_ORDER = ("onSessionOpen", "onSessionClose", "predicate", "prioritize", "preemptable", "reclaimable",
-              "queueOverused", "jobEnqueueable", "jobEnqueued", "jobReady", "allocateFunc", "deallocateFunc")
-
 #: Verbs the shipped confs leave out: with ``ignorable: true`` a failed jobReady call answers
 #: false, so no job is ready while the service is down, and Volcano's gang plugin already checks
 #: readiness (README, "Point Volcano at it"); ``--include-verb jobReady`` adds it for ready rules.
-DEFAULT_OMITTED = ("jobReady",)
+DEFAULT_OMITTED = (JOB_READY,)
 #: The shipped confs' extender.httpTimeout (docs/operations.md, "Choosing extender.httpTimeout").
 DEFAULT_HTTP_TIMEOUT = "1s"
 
@@ -69,8 +69,8 @@ def placement(tiers: list[list[str]]) -> Placement:
     ../shared/volcano-wire.md, tiers). A conf with neither gets it last in its first tier.
 
     ``tiers`` is each tier's plugin names, in order, without any extender."""
-    for index, names in enumerate(tiers):
-        if any(name in ANCHOR_PLUGINS for name in names):
+    for index, plugins in enumerate(tiers):
+        if any(name in ANCHOR_PLUGINS for name in plugins):
             return Placement(index)
     return Placement(0, note=f"no tier holds {' or '.join(ANCHOR_PLUGINS)}: the extender is the last plugin of the first tier")
 
@@ -84,8 +84,6 @@ class ConfError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from policy_extender.config import VERB_KINDS
-
     parser.epilog = ("Comments and layout of CONF are kept: the plugin is spliced into the text. "
                      "Only when the receiving tier's plugins are a flow list [...] is the whole "
                      "conf re-serialised, which drops its comments (a warning says so). "
@@ -153,7 +151,7 @@ def extender_plugin(url_prefix: str = "http://127.0.0.1:8713", http_timeout: str
                     ignorable: bool = True, managed_resources=(), omit_verbs=DEFAULT_OMITTED) -> dict:
     """The plugin entry, with the arguments of docker/k8s/sidecar/volcano-scheduler.conf."""
     arguments: dict[str, Any] = {"extender.urlPrefix": url_prefix, "extender.httpTimeout": http_timeout}
-    for kind in VERB_ORDER:
+    for kind in VERB_KINDS:
         if kind not in omit_verbs:
             arguments[f"extender.{kind}Verb"] = kind
     arguments["extender.ignorable"] = ignorable
@@ -173,7 +171,6 @@ class Result:
 
 def merge(text: str, plugin: dict, replace: bool = False, where: str = "CONF") -> Result:
     """``text`` (a conf or its ConfigMap) with ``plugin`` added; see the module docstring."""
-    import yaml
 
     root = _compose(text, where)
     if isinstance(root, yaml.MappingNode) and _key(root, "data") is not None and _key(root, "tiers") is None:
@@ -182,7 +179,6 @@ def merge(text: str, plugin: dict, replace: bool = False, where: str = "CONF") -
 
 
 def _compose(text: str, where: str):
-    import yaml
 
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -208,7 +204,6 @@ def _at(where: str, node) -> str:
 
 
 def _merge_configmap(text: str, root, plugin: dict, replace: bool, where: str) -> Result:
-    import yaml
 
     data = _key(root, "data")
     conf_node = _key(data, CONF_KEY) if isinstance(data, yaml.MappingNode) else None
@@ -239,7 +234,6 @@ def _literal_block(content: str, indent: int) -> str:
 
 
 def _loads(text: str) -> Any:
-    import yaml
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -247,7 +241,6 @@ def _loads(text: str) -> Any:
 
 
 def _merge_conf(text: str, root, plugin: dict, replace: bool, where: str) -> Result:
-    import yaml
 
     tiers_node = _key(root, "tiers") if isinstance(root, yaml.MappingNode) else None
     if not isinstance(tiers_node, yaml.SequenceNode) or not tiers_node.value:
@@ -303,7 +296,7 @@ def _action_notes(actions: Any) -> list[str]:
     missing = [a for a in ("preempt", "reclaim") if a not in names]
     if not missing:
         return []
-    verbs = " and ".join("preemptable" if a == "preempt" else "reclaimable" for a in missing)
+    verbs = " and ".join(PREEMPTABLE if a == "preempt" else RECLAIMABLE for a in missing)
     return [f"actions has no {' or '.join(missing)}: Volcano never calls the {verbs} "
             f"verb{'s' * (len(missing) > 1)} (victim rules) until you add {' and '.join(missing)} to "
             "actions: (left as it is)"]
@@ -364,7 +357,6 @@ def _only_item_on_lines(tiers: list, t: int, first: int, last: int) -> bool:
 
 def _last_line(node) -> int:
     """The 0-based line of the node's last character of content (comments after it excluded)."""
-    import yaml
 
     while isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and not node.flow_style and node.value:
         node = node.value[-1][1] if isinstance(node, yaml.MappingNode) else node.value[-1]
@@ -393,6 +385,5 @@ def _plugin_lines(plugin: dict, dash: int, column: int) -> list[str]:
 
 
 def _scalar(value: Any) -> str:
-    import yaml
     dumped = yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip()
     return dumped.removesuffix("...").strip()

@@ -100,7 +100,7 @@ AGGREGATES = ("sum", "count", "any", "all", "min", "max")
 
 @dataclass(frozen=True)
 class Modifier:
-    kind: str  # when reason unresolvable weight normalize permit "if none"
+    kind: str  # when reason unresolvable weight normalize permit "if none" audit
     value: object  # Expr | Template | number | (lo, hi) | "abstain"/"permit" | None
     span: Span
 
@@ -128,7 +128,13 @@ class Guard:
     span: Span
 
 
-Statement = Union[Rule, Let, Guard]
+@dataclass(frozen=True)
+class Audit:
+    """The file-level ``audit`` marker: every rule of the file is a shadow (audit) rule."""
+    span: Span
+
+
+Statement = Union[Rule, Let, Guard, Audit]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The result (``Checked``) is what the compiler needs: the rules with their guards and modifiers,
 the type of every expression node, what every ``Name`` refers to, the aggregate variable slots,
-and the Go wire paths each root object type must be decoded with (``reads``).
+and what each root object type is read for (``reads``: chains of (type, field) steps, which
+the wire layer turns into the Go key paths its pruned decoders keep, ``wire.paths.go_reads``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ MODIFIER_KINDS = {
     "normalize": frozenset({"score"}),
     "permit": frozenset({"enqueue"}),
     "if none": frozenset({"victim", "preemptable", "reclaimable"}),
+    "audit": frozenset(schema.DECISION_ROOTS),
 }
 _STRING_MAPS = ("labels", "annotations", "node_selector", "conditions")
 #: Roots whose object comes from the session snapshot, not from the request body, by rule kind
@@ -40,7 +42,7 @@ _SNAPSHOT_ROOTS = {"filter": ("job", "queue"), "score": ("job", "queue"), "enque
 
 class Typed(NamedTuple):
     type: str
-    origin: tuple[str, tuple[str, ...]] | None = None  # (wire root, path prefix) of this value
+    origin: tuple[str, tuple] | None = None  # (wire root, chain of (type, field) steps to this value)
 
 
 @dataclass
@@ -56,6 +58,7 @@ class CheckedRule:
     normalize: tuple[float, float] | None = None
     permit: bool = False
     abstain_if_none: bool = False  # `if none abstain`: refusing every evictee answers Abstain
+    audit: bool = False  # a shadow rule: evaluated and counted, never changes an answer
 
 
 @dataclass
@@ -97,7 +100,8 @@ class Checker:
         self.names: dict[int, tuple] = {}
         self.slots: dict[int, int] = {}
         self.prepared: dict[int, object] = {}
-        self.reads: dict[str, set] = {r: set(schema.ALWAYS_READ.get(r, ())) for r in WIRE_ROOTS}
+        #: root -> {(chain of (type, field) steps, whole value)}
+        self.reads: dict[str, set] = {r: set() for r in WIRE_ROOTS}
         self.rule_names: dict[str, Span] = {}
         self.let_types: dict[tuple, Typed] = {}
         self.session_kinds: set[str] = set()
@@ -119,15 +123,30 @@ class Checker:
     def check_file(self, file: ast.PolicyFile) -> list[CheckedRule]:
         lets: dict[str, ast.Let] = {}
         guard: ast.Guard | None = None
+        audit: ast.Audit | None = None
         rules: list[CheckedRule] = []
         for statement in file.statements:
             if isinstance(statement, ast.Let):
                 self.check_let(statement, lets)
             elif isinstance(statement, ast.Guard):
                 guard = self.check_guard(statement, guard, rules, lets)
+            elif isinstance(statement, ast.Audit):
+                audit = self.check_audit(statement, audit, rules)
             else:
-                rules.append(self.check_rule(file, statement, guard, dict(lets)))
+                rules.append(self.check_rule(file, statement, guard, dict(lets), audit))
         return rules
+
+    def check_audit(self, marker: ast.Audit, previous, rules) -> ast.Audit:
+        """The file-level ``audit`` marker: once, before the first rule."""
+        if previous is not None:
+            self.error("E408", f"the file is already marked audit at line {previous.span.line}",
+                       marker.span, "remove this line")
+            return previous
+        if rules:
+            self.error("E408", "'audit' alone on a line marks the whole file and must come before "
+                       "the first rule", marker.span,
+                       "move it to the top of the file, or indent it under one rule to audit only that rule")
+        return marker
 
     def check_let(self, let: ast.Let, lets: dict[str, ast.Let]) -> None:
         if let.name in lets:
@@ -151,10 +170,14 @@ class Checker:
         self.condition(guard.expr, Scope(None, dict(lets)), "the file guard")
         return guard
 
-    def check_rule(self, file, rule: ast.Rule, guard, lets) -> CheckedRule:
+    def check_rule(self, file, rule: ast.Rule, guard, lets, audit: ast.Audit | None = None) -> CheckedRule:
         name = rule.name or f"{file.name}:{rule.span.line}"
         self.check_rule_name(name, rule)
-        checked = CheckedRule(rule, name, rule.kind, file.name, [])
+        checked = CheckedRule(rule, name, rule.kind, file.name, [], audit=audit is not None)
+        for modifier in rule.modifiers:
+            if modifier.kind == "audit" and audit is not None:
+                self.error("E408", f"the whole file is marked audit (line {audit.span.line}): this "
+                           "'audit' changes nothing", modifier.span, "remove it")
         scope = Scope(rule.kind, lets)
         if guard is not None:
             self.condition(guard.expr, scope, "the file guard")
@@ -205,6 +228,9 @@ class Checker:
 
     def modifier_unresolvable(self, modifier, checked, scope) -> None:
         checked.unresolvable = True
+
+    def modifier_audit(self, modifier, checked, scope) -> None:
+        checked.audit = True
 
     def modifier_permit(self, modifier, checked, scope) -> None:
         checked.permit = True
@@ -332,13 +358,13 @@ class Checker:
             self.session_kinds.add(scope.kind)
         origin = None
         if obj.origin is not None:
-            root, prefix = obj.origin
-            paths = [prefix + w for w in f.wire]
-            self.reads[root].update(paths)
+            root, chain = obj.origin
+            read = chain + ((obj.type, f.name),)
+            self.reads[root].add((read, False))
             if f.type in WIRE_ROOTS:
                 origin = (f.type, ())
-            elif paths and (types.element(f.type) in WIRE_ROOTS or f.type in schema.TYPES):
-                origin = (root, paths[0])
+            elif not f.session and (types.element(f.type) in WIRE_ROOTS or f.type in schema.TYPES):
+                origin = (root, read)
         return Typed(f.type, origin)
 
     def expr_Index(self, node: ast.Index, scope) -> Typed:
@@ -369,13 +395,13 @@ class Checker:
     def resource_read(self, node: ast.Index, obj: Typed) -> None:
         if obj.origin is None:
             return
-        root, prefix = obj.origin
+        root, chain = obj.origin
         key = node.key.value if isinstance(node.key, ast.Literal) else None
         if not isinstance(key, str):
-            self.reads[root].add(prefix)
+            self.reads[root].add((chain, True))
             return
         name = next((n for n, full in schema.RESOURCE_SHORTHANDS.items() if key in (n, full)), "ephemeral_storage")
-        self.reads[root].update(prefix + w for w in schema.TYPES["resources"][name].wire)
+        self.reads[root].add((chain + (("resources", name),), False))
 
     def expr_Call(self, node: ast.Call, scope) -> Typed:
         arg_types = [self.expr(a, scope).type for a in node.args]

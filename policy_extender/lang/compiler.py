@@ -16,54 +16,14 @@ from policy_extender.errors import EvalError
 from policy_extender.lang import ast, runtime, types
 from policy_extender.lang.builtins import BUILTINS
 from policy_extender.lang.checker import Checked, CheckedRule
-from policy_extender.wire.session import INDEXED
+from policy_extender.lang.explain import explainer
+from policy_extender.lang.runtime import Context
+from policy_extender.schema import INDEXED
 
 Fn = Callable[["Context"], object]
-_UNSET = object()
 _ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _ALWAYS_PRESENT = frozenset({"task", "node", "evictor", "evictee"})
 _CAUGHT = (TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError, IndexError, KeyError)
-
-
-class Context:
-    """The roots one evaluation reads. ``job``, ``queue`` and ``session`` are computed on first use."""
-
-    __slots__ = ("task", "node", "evictor", "evictee", "env", "vars", "work", "_job", "_queue", "_session")
-
-    def __init__(self, env, slots: int, task=None, node=None, job=None, queue=None, evictor=None, evictee=None):
-        self.task, self.node, self.evictor, self.evictee, self.env = task, node, evictor, evictee, env
-        self.vars = [None] * slots
-        self.work = runtime.MAX_WORK  # what this evaluation may still visit (see _spent)
-        self._job = job if job is not None else _UNSET
-        self._queue = queue if queue is not None else _UNSET
-        self._session = _UNSET
-
-    @property
-    def job(self):
-        if self._job is _UNSET:
-            owner = self.task if self.task is not None else self.evictor
-            self._job = owner.job if owner is not None else None
-        return self._job
-
-    @property
-    def queue(self):
-        if self._queue is _UNSET:
-            job = self.job
-            self._queue = job.queue if job is not None else None
-        return self._queue
-
-    @property
-    def session(self):
-        if self._session is _UNSET:
-            self._session = self._open_session()
-        return self._session
-
-    def _open_session(self):
-        job, node = self.job, self.node if self.node is not None else self.evictee
-        job_uid = job.uid if job is not None else (self.task.job_id if self.task is not None else None)
-        queue = self.queue
-        queue_name = queue.name if queue is not None else (job.queue_name if job is not None else None)
-        return self.env.session_view(job_uid, queue_name, getattr(node, "name", None) or getattr(node, "node_name", None))
 
 
 @dataclass
@@ -83,6 +43,7 @@ class CompiledRule:
     normalize: tuple[float, float] | None
     permit: bool
     abstain_if_none: bool = False  # victim rules: `if none abstain`
+    audit: bool = False            # a shadow rule: evaluated and counted, never decides
 
     def evaluate(self, fn: Fn, c: Context):
         try:
@@ -115,7 +76,6 @@ class Compiler:
         return " ".join(line.strip() for line in lines[span.line - 1:span.end_line])[:200]
 
     def rule(self, checked: CheckedRule) -> CompiledRule:
-        from policy_extender.lang.explain import explainer  # explain builds on the compiler
         rule = checked.rule
         guards = [self.expr(g) for g in checked.guards]
         return CompiledRule(
@@ -124,7 +84,7 @@ class Compiler:
             self.template(checked.reason) if checked.reason else None, explainer(rule.expr, self),
             self.source(rule.expr),
             checked.unresolvable, checked.weight, checked.normalize, checked.permit,
-            checked.abstain_if_none)
+            checked.abstain_if_none, checked.audit)
 
     def template(self, template: ast.Template) -> Fn:
         parts = [p if isinstance(p, str) else self.expr(p) for p in template.parts]

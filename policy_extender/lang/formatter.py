@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 
 from policy_extender.errors import Span
 from policy_extender.lang import ast
-from policy_extender.lang.parser import parse_file
+from policy_extender.lang.parser import _number, _quantity, parse_file
 
 INDENT = "    "
 CONTINUATION = " " * 8  # a wrapped line's continuation, 8 deeper than the line it continues
@@ -244,7 +244,7 @@ STATEMENTS = {ast.Rule: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Forma
 MODIFIERS = {
     "when": Formatter.mod_when, "reason": Formatter.mod_reason, "unresolvable": Formatter.mod_flag,
     "permit": Formatter.mod_flag, "weight": Formatter.mod_weight, "normalize": Formatter.mod_normalize,
-    "if none": Formatter.mod_if_none,
+    "if none": Formatter.mod_if_none, "audit": Formatter.mod_flag,
 }
 
 
@@ -335,7 +335,6 @@ _PLAIN_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 def _same_number(text: str, value) -> bool:
     """``text`` (as written, maybe signed) reads back as exactly ``value``."""
-    from policy_extender.lang.parser import _number, _quantity
     sign, digits = (-1, text[1:]) if text.startswith("-") else (1, text)
     if _QUANTITY_TEXT.fullmatch(digits):
         parsed = _quantity(digits)

@@ -222,7 +222,7 @@ def _syntax_diagnostic(err, text: str, loc: Locator, ends_file: bool = True) -> 
 _STRING_OR_COMMENT = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*')
 #: 'and' / 'or' ending a line, then only blanks, comments, newlines and at most one modifier word.
 _DANGLING = re.compile(r"(?<![A-Za-z0-9_.])(and|or)[ \t\r\f]*\n\s*"
-                       r"(?:(?:when|reason|unresolvable|weight|normalize|permit)(?![A-Za-z0-9_])\s*)?\Z")
+                       r"(?:(?:when|reason|unresolvable|weight|normalize|permit|audit)(?![A-Za-z0-9_])\s*)?\Z")
 
 
 def _dangling(text: str, position: int, loc: Locator) -> Diagnostic | None:
@@ -324,6 +324,9 @@ class Builder(Transformer):
         name, expr = children
         return ast.Let(str(name), expr, self._span(meta))
 
+    def audit(self, meta, children):
+        return ast.Audit(self._span(meta))
+
     def rule(self, meta, children):
         kind, name, expr, *mods = children
         name_span = self.loc.of_token(name) if name is not None else self.loc.of_token(kind)
@@ -344,6 +347,9 @@ class Builder(Transformer):
 
     def mod_permit(self, meta, children):
         return ast.Modifier("permit", None, self._span(meta))
+
+    def mod_audit(self, meta, children):
+        return ast.Modifier("audit", None, self._span(meta))
 
     def mod_if_none_abstain(self, meta, children):
         return ast.Modifier("if none", "abstain", self._span(meta))

@@ -1,5 +1,6 @@
-"""Run-time value semantics shared by the compiler and the builtins: exact equality, ordering that
-is false across types, bounds that raise ``EvalError``, and how values print in explanations."""
+"""The runtime: the evaluation ``Context`` (the roots one evaluation reads), and the value
+semantics shared by the compiler and the builtins: exact equality, ordering that is false across
+types, bounds that raise ``EvalError``, and how values print in explanations."""
 
 from __future__ import annotations
 
@@ -131,3 +132,47 @@ def _fmt(value: object) -> str:
 def text(value: object) -> str:
     """How a value prints inside a reason template: strings bare, the rest as ``fmt``."""
     return value if isinstance(value, str) else fmt(value, limit=200)
+
+
+_UNSET = object()
+
+
+class Context:
+    """The roots one evaluation reads. ``job``, ``queue`` and ``session`` are computed on first use."""
+
+    __slots__ = ("task", "node", "evictor", "evictee", "env", "vars", "work", "_job", "_queue", "_session")
+
+    def __init__(self, env, slots: int, task=None, node=None, job=None, queue=None, evictor=None, evictee=None):
+        self.task, self.node, self.evictor, self.evictee, self.env = task, node, evictor, evictee, env
+        self.vars = [None] * slots
+        self.work = MAX_WORK  # what this evaluation may still visit (see _spent)
+        self._job = job if job is not None else _UNSET
+        self._queue = queue if queue is not None else _UNSET
+        self._session = _UNSET
+
+    @property
+    def job(self):
+        if self._job is _UNSET:
+            owner = self.task if self.task is not None else self.evictor
+            self._job = owner.job if owner is not None else None
+        return self._job
+
+    @property
+    def queue(self):
+        if self._queue is _UNSET:
+            job = self.job
+            self._queue = job.queue if job is not None else None
+        return self._queue
+
+    @property
+    def session(self):
+        if self._session is _UNSET:
+            self._session = self._open_session()
+        return self._session
+
+    def _open_session(self):
+        job, node = self.job, self.node if self.node is not None else self.evictee
+        job_uid = job.uid if job is not None else (self.task.job_id if self.task is not None else None)
+        queue = self.queue
+        queue_name = queue.name if queue is not None else (job.queue_name if job is not None else None)
+        return self.env.session_view(job_uid, queue_name, getattr(node, "name", None) or getattr(node, "node_name", None))

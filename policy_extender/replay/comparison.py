@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from policy_extender.decide.table import DECIDING
+
 from . import diff
-from .engine import DECIDING, Answer, Replayed, Replayer
-from .frames import Problem
+from .engine import Answer, Replayed, Replayer
+from policy_extender.record.frames import Problem
 from .reading import Cycle, read_cycles
 
 

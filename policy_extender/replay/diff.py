@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 import orjson
 
+from policy_extender.decide.table import VERBS
+
 from .engine import Answer
 
 
@@ -72,7 +74,11 @@ def compare(verb: str, before: Answer, after: Answer, decision: Callable[[], Any
             return []
         return [("http status", "", _status_text(before), _status_text(after), "")]
     old, new = _json(before.body), _json(after.body)
-    return COMPARERS[verb](old, new, decision, options)
+    entry = VERBS[verb]
+    if entry.answer == "vote":  # enqueue's status is a Permit/Abstain/Reject int, the others bools
+        show = _word if entry.value_name == "status" else (lambda v: str(v).lower())
+        return _flip(entry.answer_key, entry.decision, show)(old, new, decision, options)
+    return COMPARERS[entry.answer](old, new, decision, options)
 
 
 def _json(body: bytes) -> dict:
@@ -183,12 +189,5 @@ def _flip(key: str, kind: str, show: Callable[[Any], str]) -> Callable:
     return compare_key
 
 
-COMPARERS: dict[str, Callable] = {
-    "predicate": _predicate,
-    "prioritize": _prioritize,
-    "preemptable": _victims,
-    "reclaimable": _victims,
-    "jobEnqueueable": _flip("status", "enqueue", _word),
-    "queueOverused": _flip("overused", "overused", lambda v: str(v).lower()),
-    "jobReady": _flip("status", "ready", lambda v: str(v).lower()),
-}
+#: answer shape (``decide.table.Verb.answer``) -> its comparison; a vote is compared in ``compare``.
+COMPARERS: dict[str, Callable] = {"fit": _predicate, "scores": _prioritize, "victims": _victims}

@@ -10,8 +10,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from . import frames
-from .frames import Problem
+from policy_extender.decide.names import ON_SESSION_OPEN
+from policy_extender.record import frames
+from policy_extender.record.frames import Problem
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Cycle:
 
     @property
     def opens(self) -> bool:
-        return bool(self.calls) and self.calls[0].verb == "onSessionOpen"
+        return bool(self.calls) and self.calls[0].verb == ON_SESSION_OPEN
 
 
 def cycle_dirs(directory: str) -> list[str]:

@@ -23,8 +23,15 @@ from typing import Any
 import orjson
 import yaml
 
-from .engine import DECIDING, Replayer
-from .frames import Problem
+from policy_extender.decide.names import ALLOCATE, DEALLOCATE, ON_SESSION_OPEN
+from policy_extender.decide.table import DECIDING
+from policy_extender.fixture_runner.model import DECISION_ALIASES, DECISIONS
+from policy_extender.fixture_runner.outcome import actual
+from policy_extender.record.frames import Problem
+from policy_extender.wire.paths import PLAIN_SCALARS
+
+from .diff import subject_of
+from .engine import Replayer
 from .reading import Call, Cycle, read_cycles
 
 
@@ -63,7 +70,7 @@ def _cases(cycle: Cycle, replayer: Replayer, out: str, keyword: str | None):
     open_file = None
     for replayed in replayer.replay(cycle):
         call = replayed.call
-        if call.verb == "onSessionOpen":
+        if call.verb == ON_SESSION_OPEN:
             open_file = _write_body(out, cycle, "open.json", call.request)
         _track(call, allocations)
         if call.verb not in DECIDING or replayed.answer.status != 200 or not _chosen(call, keyword):
@@ -76,16 +83,15 @@ def _cases(cycle: Cycle, replayer: Replayer, out: str, keyword: str | None):
 def _chosen(call: Call, keyword: str | None) -> bool:
     if not keyword:
         return True
-    from .diff import subject_of
     subject = subject_of(call.verb, call.request)
     return keyword.lower() in f"{call.verb} {subject.name} {subject.node}".lower()
 
 
 def _track(call: Call, allocations: dict[str, dict]) -> None:
-    if call.verb not in ("allocateFunc", "deallocateFunc") or call.status != 200:
+    if call.verb not in (ALLOCATE, DEALLOCATE) or call.status != 200:
         return
     task = orjson.loads(call.request).get("task") or {}
-    if call.verb == "allocateFunc":
+    if call.verb == ALLOCATE:
         allocations[task.get("UID", "")] = compact_task(task)
     else:
         allocations.pop(task.get("UID", ""), None)
@@ -100,7 +106,6 @@ def compact_task(task: dict) -> dict:
 
 def whole_requests(resource: dict) -> dict:
     """Volcano's Resource (millicores, bytes, milli scalars) in whole units."""
-    from policy_extender.schema import PLAIN_SCALARS
     amounts = {"cpu": _whole((resource.get("MilliCPU") or 0) / 1000),
                "memory": _whole(resource.get("Memory") or 0)}
     for name, value in (resource.get("ScalarResources") or {}).items():
@@ -121,9 +126,6 @@ def _write_body(out: str, cycle: Cycle, name: str, body: bytes) -> str:
 
 def _case(index: int, call: Call, replayer: Replayer, response: bytes, body_file: str,
           open_file: str | None, allocations: list[dict]) -> dict:
-    from policy_extender.fixtures.model import DECISION_ALIASES
-    from policy_extender.fixtures.outcome import actual
-    from .diff import subject_of
     name = DECISION_ALIASES.get(call.verb, call.verb)
     subject = subject_of(call.verb, call.request)
     outcome = actual(name, replayer.decision(call.verb, call.request), orjson.loads(response))
@@ -138,7 +140,6 @@ def _case(index: int, call: Call, replayer: Replayer, response: bytes, body_file
 def expectation(name: str, outcome: dict) -> dict:
     """The ``expect:`` of a case from the outcome the runner reads (fixtures.outcome.actual):
     every outcome the decision's ``expect:`` takes, reasons as exact (escaped) regexes."""
-    from policy_extender.fixtures.model import DECISIONS
     if name == "filter" and outcome["fits"]:
         return {"fits": True}
     allowed = DECISIONS[name].expect_keys - {"order"}  # scores say it; ties make order ambiguous

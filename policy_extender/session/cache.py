@@ -35,10 +35,11 @@ from typing import Any
 
 from policy_extender.session.allocation import Allocation, decode_allocation
 from policy_extender.session.counts import Counters, Move
-from policy_extender.session.env import SessionEnv, Snapshot, queue_name_of
+from policy_extender.session.env import JobsAndQueues, SessionEnv, queue_name_of
 from policy_extender.session.head_watch import watch_for
 from policy_extender.session.store import Change, Head, SessionLost, SessionStore
-from policy_extender.wire.session import NO_SESSION
+from policy_extender.wire.session_views import NO_SESSION
+from policy_extender.wire.snapshot import load_snapshot
 
 log = logging.getLogger("policy_extender.session")
 
@@ -72,7 +73,7 @@ class SessionCache:
     """The current session of ``store`` as an ``Env`` (see the module docstring)."""
 
     def __init__(self, store: SessionStore,
-                 decode_snapshot: Callable[[bytes], Snapshot] | None = None,
+                 decode_snapshot: Callable[[bytes], JobsAndQueues] | None = None,
                  decode_allocation: Callable[[bytes], Allocation] = decode_allocation,
                  *, no_session: Any = NO_SESSION,
                  on_event: Callable[[str], None] | None = None) -> None:
@@ -234,6 +235,5 @@ def _is_fresh(cached: _Cached, head: Head) -> bool:
     return mine.seq == head.seq and mine.tip == head.tip and mine.session_id == head.session_id
 
 
-def _wire_snapshot_decoder() -> Callable[[bytes], Snapshot]:
-    from policy_extender.wire.snapshot import load_snapshot
+def _wire_snapshot_decoder() -> Callable[[bytes], JobsAndQueues]:
     return load_snapshot

@@ -25,7 +25,7 @@ from typing import NamedTuple
 from policy_extender.session.allocation import Allocation
 from policy_extender.wire.quantity import whole
 from policy_extender.wire.resources import NO_COUNTS, Counts, Resources
-from policy_extender.wire.session import NO_PLACEMENTS, AllocationView, Placements, SessionView
+from policy_extender.wire.session_views import NO_PLACEMENTS, AllocationView, Placements, SessionView
 
 #: One change to the counters: an allocation and how many times to add it (-1 takes it away).
 Shift = tuple[Allocation, int]

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 from policy_extender.session.store import Head
 from policy_extender.session.counts import Counters
-from policy_extender.wire.session import SessionView
+from policy_extender.wire.session_views import SessionView
 
 
-class Snapshot(Protocol):
+class JobsAndQueues(Protocol):
     """What the session layer needs from a decoded snapshot (``wire.snapshot.Snapshot``): job and
     queue lookups; a job view exposes ``queue_name`` (schema field ``job.queue_name``)."""
 
@@ -24,7 +24,7 @@ class Snapshot(Protocol):
     def queue(self, name: str) -> Any | None: ...
 
 
-def queue_name_of(snapshot: Snapshot, job_uid: str | None) -> str | None:
+def queue_name_of(snapshot: JobsAndQueues, job_uid: str | None) -> str | None:
     """The queue name of the snapshot's job ``job_uid``, or None if the job is unknown."""
     job = snapshot.job(job_uid) if job_uid else None
     return getattr(job, "queue_name", None) if job is not None else None
@@ -35,7 +35,7 @@ class SessionEnv:
 
     open = True
 
-    def __init__(self, head: Head, snapshot: Snapshot, counters: Counters) -> None:
+    def __init__(self, head: Head, snapshot: JobsAndQueues, counters: Counters) -> None:
         self.head = head
         self.snapshot = snapshot
         self.counters = counters

@@ -14,6 +14,9 @@ Keys (``P`` = ``{prefix}:``):
   ``P log:<sid>``      list of changes, entry n-1 set seq to n: ``<tip>\0<uid>\0<net + 1><record>``
   ``P sources:<ver>``  JSON {file: text} of a policy version, written once (no expiry: small)
   ``P counts``         hash opened / closed / expired / replaced
+  ``P tally:cycles``   sorted set of the decision tally's kept cycles, by opened_at (tally.py)
+  ``P tally:n:<cid>``  hash: the cycle's tally counts;  ``P tally:s:<cid>`` hash: its notes
+  ``P tally:dropped``  hash cycle id -> entries dropped over the cap
 
 Timeouts. Every call of a verb reads Redis, and Volcano waits ``extender.httpTimeout`` for the
 answer: a Redis that does not answer (paused, black-holed, failing over) must fail the call
@@ -100,6 +103,59 @@ return 1
 """
 
 
+# Adds one worker's tally of a cycle (session/tally.py): registers the cycle (unless it is older
+# than every one of the `keep` kept, then returns -1), drops cycles beyond `keep`, adds counts,
+# sets first notes where absent and latest notes always, under a cap of entries per cycle.
+# KEYS: cycles, n:<cid>, s:<cid>, dropped. ARGV: prefix, cid, opened_at, keep, cap, dropped,
+# n counts, n firsts, n lasts, then key/value pairs of each in that order.
+# Returns the first-note keys that were new.
+_TALLY_MERGE = """
+local prefix, cid, opened, keep, cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local dropped = tonumber(ARGV[6])
+if not redis.call('ZSCORE', KEYS[1], cid) then
+  local kept = redis.call('ZREVRANGE', KEYS[1], 0, keep - 1, 'WITHSCORES')
+  if #kept >= 2 * keep and opened < tonumber(kept[#kept]) then return -1 end
+  redis.call('ZADD', KEYS[1], opened, cid)
+  local old = redis.call('ZREVRANGE', KEYS[1], keep, -1)
+  for _, o in ipairs(old) do
+    redis.call('UNLINK', prefix .. 'tally:n:' .. o, prefix .. 'tally:s:' .. o)
+    redis.call('HDEL', KEYS[4], o)
+    redis.call('ZREM', KEYS[1], o)
+  end
+end
+local entries = redis.call('HLEN', KEYS[2]) + redis.call('HLEN', KEYS[3])
+local nc, nf, nl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local i = 10
+for _ = 1, nc do
+  local k, n = ARGV[i], tonumber(ARGV[i + 1])
+  if entries < cap or redis.call('HEXISTS', KEYS[2], k) == 1 then
+    if redis.call('HINCRBY', KEYS[2], k, n) == n then entries = entries + 1 end
+  else dropped = dropped + 1 end
+  i = i + 2
+end
+local new = {}
+for _ = 1, nf do
+  local k = ARGV[i]
+  if entries < cap then
+    if redis.call('HSETNX', KEYS[3], k, ARGV[i + 1]) == 1 then
+      entries = entries + 1
+      new[#new + 1] = k
+    end
+  elseif redis.call('HEXISTS', KEYS[3], k) == 0 then dropped = dropped + 1 end
+  i = i + 2
+end
+for _ = 1, nl do
+  local k = ARGV[i]
+  if entries < cap or redis.call('HEXISTS', KEYS[3], k) == 1 then
+    if redis.call('HSET', KEYS[3], k, ARGV[i + 1]) == 1 then entries = entries + 1 end
+  else dropped = dropped + 1 end
+  i = i + 2
+end
+if dropped > 0 then redis.call('HINCRBY', KEYS[4], cid, dropped) end
+return new
+"""
+
+
 class RedisStore:
     """The session store in Redis (see the module docstring)."""
 
@@ -117,6 +173,7 @@ class RedisStore:
         self._open = bulk.register_script(_OPEN)
         self._close = bulk.register_script(_CLOSE)
         self._event = self._redis.register_script(_EVENT)
+        self._tally_merge = self._redis.register_script(_TALLY_MERGE)
 
     def __reduce__(self):
         return (RedisStore, (self.url, self.ttl_seconds, self.prefix, self.timeout, self.session_timeout))
@@ -172,6 +229,37 @@ class RedisStore:
     def _apply(self, session_id: str, task_uid: str, record: bytes, kind: str) -> bool:
         return bool(self._event(keys=self._keys("head", "alloc:" + session_id, "log:" + session_id),
                                 args=[session_id, task_uid, record, kind, new_tip()]))
+
+    # -- the decision tally (session/tally.py; SqliteStore has the same methods) --------------
+
+    def tally_merge(self, cycle_id: str, opened_at: float, counts: dict[str, int],
+                    firsts: dict[str, str], lasts: dict[str, str], dropped: int, keep: int,
+                    max_entries: int) -> list[str] | None:
+        args: list = [self._key, cycle_id, repr(opened_at), keep, max_entries, dropped,
+                      len(counts), len(firsts), len(lasts)]
+        for mapping in (counts, firsts, lasts):
+            for k, v in mapping.items():
+                args += (k, v)
+        found = self._tally_merge(keys=self._keys("tally:cycles", "tally:n:" + cycle_id,
+                                                  "tally:s:" + cycle_id, "tally:dropped"), args=args)
+        if found == -1:
+            return None
+        return [k.decode() for k in found]
+
+    def tally_cycles(self) -> list[tuple[str, float, int]]:
+        cycles = self._redis.zrevrange(self._key + "tally:cycles", 0, -1, withscores=True)
+        if not cycles:
+            return []
+        dropped = self._redis.hmget(self._key + "tally:dropped", [c for c, _ in cycles])
+        return [(c.decode(), score, int(d or 0)) for (c, score), d in zip(cycles, dropped)]
+
+    def tally_read(self, cycle_id: str, prefix: str) -> tuple[dict[str, int], dict[str, str]]:
+        match = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in prefix) + "*"
+        counts = {k.decode(): int(v) for k, v in
+                  self._redis.hscan_iter(self._key + "tally:n:" + cycle_id, match=match, count=1000)}
+        notes = {k.decode(): v.decode() for k, v in
+                 self._redis.hscan_iter(self._key + "tally:s:" + cycle_id, match=match, count=1000)}
+        return counts, notes
 
     def _ttl_ms(self) -> int:
         return max(1, int(self.ttl_seconds * 1000))

@@ -33,17 +33,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from policy_extender.instance import STORE_FILE as DEFAULT_FILE_NAME
-from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
-                                           SessionCounts, new_session_id, new_tip)
+from policy_extender.instance import process_runtime_dir
+from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, SessionCounts,
+                                           new_session_id, new_tip)
 
 log = logging.getLogger("policy_extender.session")
 
 #: seconds between two checks that the path still names the file this process has open
 CHECK_SECONDS = 0.25
 #: ``PRAGMA user_version`` of the schema below; a file with another one is rebuilt
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _TABLES = ("head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
-           "session_count")
+           "session_count", "tally_cycle", "tally_count", "tally_note")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS head (
@@ -64,13 +65,18 @@ CREATE TABLE IF NOT EXISTS policy_source (
     version TEXT NOT NULL, file TEXT NOT NULL, text TEXT NOT NULL,
     PRIMARY KEY (version, file)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS session_count (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tally_cycle (
+    cycle_id TEXT PRIMARY KEY, opened_at REAL NOT NULL, dropped INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tally_count (
+    cycle_id TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (cycle_id, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tally_note (
+    cycle_id TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (cycle_id, key)) WITHOUT ROWID;
 """
 
 
 def default_path() -> str:
     """``<runtime dir>/sessions.sqlite3``: the instance's own file (``serve`` resolves ``sqlite:``
     to it in the master), or, outside ``serve``, one private to this process (instance.py)."""
-    from policy_extender.instance import process_runtime_dir
     return os.path.join(process_runtime_dir(), DEFAULT_FILE_NAME)
 
 
@@ -263,6 +269,89 @@ class SqliteStore:
             conn.execute("INSERT INTO change SELECT session_id, seq, ?, ?, ?, ? FROM head",
                          (task_uid, net, record, tip))
             return True
+
+
+    # -- the decision tally (session/tally.py) --------------------------------------------------
+
+    def tally_merge(self, cycle_id: str, opened_at: float, counts: dict[str, int],
+                    firsts: dict[str, str], lasts: dict[str, str], dropped: int, keep: int,
+                    max_entries: int) -> list[str] | None:
+        """Add one worker's aggregate of a cycle: counts added, ``firsts`` set where absent,
+        ``lasts`` replaced; at most ``max_entries`` entries per cycle (the rest counted as
+        dropped); the ``keep`` most recently opened cycles kept. Returns the keys of ``firsts``
+        that were new, or None when the cycle is older than every kept one (nothing stored)."""
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM tally_cycle WHERE cycle_id = ?", (cycle_id,)).fetchone() is None:
+                kept = conn.execute("SELECT opened_at FROM tally_cycle ORDER BY opened_at DESC LIMIT ?",
+                                    (keep,)).fetchall()
+                if len(kept) >= keep and opened_at < kept[-1][0]:
+                    return None
+                conn.execute("INSERT INTO tally_cycle VALUES (?, ?, 0)", (cycle_id, opened_at))
+                for (old,) in conn.execute("SELECT cycle_id FROM tally_cycle ORDER BY opened_at DESC"
+                                           " LIMIT -1 OFFSET ?", (keep,)).fetchall():
+                    for table in ("tally_cycle", "tally_count", "tally_note"):
+                        conn.execute(f"DELETE FROM {table} WHERE cycle_id = ?", (old,))
+            entries = _tally_entries(conn, cycle_id)
+            new: list[str] = []
+            if entries + len(counts) + len(firsts) + len(lasts) <= max_entries:
+                conn.executemany("INSERT INTO tally_count VALUES (?, ?, ?) ON CONFLICT (cycle_id, key)"
+                                 " DO UPDATE SET n = n + excluded.n",
+                                 [(cycle_id, k, n) for k, n in counts.items()])
+                conn.executemany("INSERT OR REPLACE INTO tally_note VALUES (?, ?, ?)",
+                                 [(cycle_id, k, text) for k, text in lasts.items()])
+                for k, text in firsts.items():
+                    if conn.execute("INSERT OR IGNORE INTO tally_note VALUES (?, ?, ?)",
+                                    (cycle_id, k, text)).rowcount:
+                        new.append(k)
+            else:  # near the cap: entry by entry
+                for k, n in counts.items():
+                    if conn.execute("UPDATE tally_count SET n = n + ? WHERE cycle_id = ? AND key = ?",
+                                    (n, cycle_id, k)).rowcount:
+                        continue
+                    if entries < max_entries:
+                        conn.execute("INSERT INTO tally_count VALUES (?, ?, ?)", (cycle_id, k, n))
+                        entries += 1
+                    else:
+                        dropped += 1
+                for k, text, first in [(k, t, True) for k, t in firsts.items()] + \
+                                      [(k, t, False) for k, t in lasts.items()]:
+                    exists = conn.execute("SELECT 1 FROM tally_note WHERE cycle_id = ? AND key = ?",
+                                          (cycle_id, k)).fetchone() is not None
+                    if exists:
+                        if not first:
+                            conn.execute("UPDATE tally_note SET text = ? WHERE cycle_id = ? AND key = ?",
+                                         (text, cycle_id, k))
+                    elif entries < max_entries:
+                        conn.execute("INSERT INTO tally_note VALUES (?, ?, ?)", (cycle_id, k, text))
+                        entries += 1
+                        if first:
+                            new.append(k)
+                    else:
+                        dropped += 1
+            if dropped:
+                conn.execute("UPDATE tally_cycle SET dropped = dropped + ? WHERE cycle_id = ?",
+                             (dropped, cycle_id))
+            return new
+
+    def tally_cycles(self) -> list[tuple[str, float, int]]:
+        """(cycle id, opened at, entries dropped) of the kept cycles, newest first."""
+        return [tuple(row) for row in self._conn().execute(
+            "SELECT cycle_id, opened_at, dropped FROM tally_cycle ORDER BY opened_at DESC")]
+
+    def tally_read(self, cycle_id: str, prefix: str) -> tuple[dict[str, int], dict[str, str]]:
+        """A cycle's counts and notes whose key starts with ``prefix``."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        conn = self._conn()
+        counts = dict(conn.execute("SELECT key, n FROM tally_count WHERE cycle_id = ? AND key >= ?"
+                                   " AND key < ?", (cycle_id, prefix, end)).fetchall())
+        notes = dict(conn.execute("SELECT key, text FROM tally_note WHERE cycle_id = ? AND key >= ?"
+                                  " AND key < ?", (cycle_id, prefix, end)).fetchall())
+        return counts, notes
+
+
+def _tally_entries(conn: sqlite3.Connection, cycle_id: str) -> int:
+    return sum(conn.execute(f"SELECT count(*) FROM {table} WHERE cycle_id = ?", (cycle_id,)).fetchone()[0]
+               for table in ("tally_count", "tally_note"))
 
 
 def _prepare(conn: sqlite3.Connection) -> None:

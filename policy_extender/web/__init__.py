@@ -1,9 +1,10 @@
-"""The extender service as a Flask app: ``create_app(config)``.
+"""HTTP only: the Flask app (``create_app(config)``), the WSGI verb dispatch, body reading, ops routes.
+May import everything below it (service, decide, record, ...); never fixture_runner, replay or commands.
 
 Verb routes (``POST /predicate`` ...) are answered by :class:`dispatch.VerbDispatch`, a thin WSGI
-layer in front of Flask; the ops routes are a Flask blueprint; every error is a JSON body
-``{"error": ...}``. Long-lived state lives in ``app.extensions["policy_extender"]``
-(:class:`service.Service`).
+layer in front of Flask that reads the body and calls ``decide.handlers.respond``; the ops routes
+are a Flask blueprint; every error is a JSON body ``{"error": ...}``. Long-lived state lives in
+``app.extensions["policy_extender"]`` (:class:`policy_extender.service.Service`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from werkzeug.exceptions import HTTPException
 
 from policy_extender import logs, metrics
 from policy_extender.config import Config
-from policy_extender.web.service import RequestRecord, Service
+from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
+from policy_extender.logs import RequestIdMiddleware
+from policy_extender.service import RequestRecord, Service
+from policy_extender.web.dispatch import VerbDispatch
+from policy_extender.web.ops import ops
 
 log = logging.getLogger("policy_extender.web")
 
@@ -24,10 +29,6 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
                runtime_dir: str | None = None) -> Flask:
     """A Flask app serving ``config`` (defaults when None); ``sessions`` overrides the store;
     ``runtime_dir`` is the instance's private directory (``serve`` passes it; see instance.py)."""
-    from policy_extender.logs import RequestIdMiddleware
-    from policy_extender.web.dispatch import VerbDispatch
-    from policy_extender.web.ops import ops
-    from policy_extender.web.session_gaps import SessionGaps, late_open_watch
 
     app = Flask("policy_extender")
     svc = Service(config or Config(), sessions=sessions, runtime_dir=runtime_dir)

@@ -9,30 +9,29 @@ drive exactly the production path.
 
 from __future__ import annotations
 
-import logging
 import mmap
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
-from policy_extender.replay.capture import begin as begin_capture
-from policy_extender.web import trace
-from policy_extender.web.http import JSON_HEADERS, HttpError, Reply, error_reply, status_line
-from policy_extender.web.service import RequestRecord, Service
-from policy_extender.web.verbs import answer, read_request
-
-log = logging.getLogger("policy_extender.web")
+from policy_extender import trace
+from policy_extender.decide.handlers import respond
+from policy_extender.decide.reply import Reply, VerbError, error_reply
+from policy_extender.record.capture import begin as begin_capture
+from policy_extender.service import RequestRecord, Service
+from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
+from policy_extender.wire import open_stream
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 
 
 class VerbDispatch:
-    """WSGI middleware: verb paths -> :func:`verbs.answer`, anything else -> ``fallback``."""
+    """WSGI middleware: verb paths -> :func:`decide.handlers.respond`, anything else -> ``fallback``."""
 
     def __init__(self, service: Service, fallback: WsgiApp) -> None:
         self.service = service
         self.fallback = fallback
         self.routes = service.routes
-        self.tracer = trace.from_env()  # None unless POLICY_EXTENDER_TRACE (web/trace.py)
+        self.tracer = trace.from_env()  # None unless POLICY_EXTENDER_TRACE (policy_extender/trace.py)
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         kind = self.routes.get(environ.get("PATH_INFO", ""))
@@ -64,15 +63,37 @@ class VerbDispatch:
             return error_reply(405, f"{environ.get('REQUEST_METHOD')} is not allowed on "
                                f"{environ.get('PATH_INFO')}: Volcano's {kind} is a POST",
                                (("Allow", "POST"),)), b""
-        body = None
         try:
             body = read_request(self.service, kind, environ)
-            return answer(self.service, kind, body), body
-        except HttpError as exc:  # logged once, with the other non-200s, by the request callback
-            return error_reply(exc.status, exc.message, exc.headers), body
-        except Exception as exc:  # a bug or an EvalError: a 500, so extender.ignorable decides
-            log.exception("%s failed", kind)
-            return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}"), body
+        except VerbError as exc:  # logged once, with the other non-200s, by the request callback
+            return error_reply(exc.status, exc.message, exc.headers), None
+        return respond(self.service, kind, body), body
+
+
+def read_request(service: Service, kind: str, environ: dict) -> bytes:
+    """The body of one verb call, under the verb's limit; raises VerbError (415, 413, 408, 400).
+
+    An onSessionOpen body is decoded while it arrives (``wire.open_stream``), pruned to the
+    current policy set's reads; ``decide.session_verbs.on_session_open`` takes the result
+    (``open_stream.hand_over`` / ``take``)."""
+    check_content_type(environ)
+    limit, timeout = service.config.body_limit_for(kind), service.config.body_timeout
+    policy_set = service.policies.current if kind == "onSessionOpen" else None
+    if policy_set is None:
+        body = read_body(environ, limit, timeout)
+        trace.mark("received")
+        return body
+    streams: list = []
+
+    def consumer(buffer: Any) -> Callable[[int], bool]:
+        streams.append(open_stream.OpenStream(buffer, len(buffer), policy_set.reads))
+        return streams[0].feed
+
+    body = read_body(environ, limit, timeout, consumer)
+    trace.mark("received")
+    if streams:
+        open_stream.hand_over(body, policy_set, streams[0])
+    return body
 
 
 class AnswerThenRelease:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 
-import orjson
-
+from policy_extender.decide.reply import VerbError
 from policy_extender.web.socket_body import BodyEnded, BodyTimeout, Consumer, read_from_socket
 
 #: Bytes read at a time from a body sent without Content-Length.
@@ -27,31 +25,6 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not All
            503: "Service Unavailable"}
 
 
-class HttpError(Exception):
-    """An answer other than 200: ``status``, and ``message`` for the ``{"error": ...}`` body."""
-
-    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A verb's answer and what it decided (for the log line and the metrics)."""
-
-    body: bytes
-    status: int = 200
-    decision: str = ""
-    rule: str = ""
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-def error_reply(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
-    return Reply(orjson.dumps({"error": message}), status, "error", "", headers)
-
-
 def status_line(status: int) -> str:
     return f"{status} {REASONS.get(status, 'Unknown')}"
 
@@ -60,7 +33,7 @@ def check_content_type(environ: dict) -> None:
     content_type = environ.get("CONTENT_TYPE", "")
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type not in ("", "application/json"):
-        raise HttpError(415, f"Content-Type {content_type!r} is not supported: send the body as "
+        raise VerbError(415, f"Content-Type {content_type!r} is not supported: send the body as "
                         "application/json, as Volcano does")
 
 
@@ -107,9 +80,9 @@ def _idle_timeout(environ: dict, timeout: float):
         sock.settimeout(previous)
 
 
-def _too_slow(got: int | None, length: int | str, timeout: float) -> HttpError:
+def _too_slow(got: int | None, length: int | str, timeout: float) -> VerbError:
     what = f"{got} of {length}" if got is not None else f"not all of {length}"
-    return HttpError(408, f"request body too slow: {what} bytes arrived within {timeout:g} s "
+    return VerbError(408, f"request body too slow: {what} bytes arrived within {timeout:g} s "
                      "(body_timeout); the connection is closed", headers=(("Connection", "close"),))
 
 
@@ -118,7 +91,7 @@ def _content_length(environ: dict) -> int | None:
     if not text:
         return None if _is_chunked(environ) else 0
     if not text.isdigit():
-        raise HttpError(400, f"Content-Length {text!r} is not a number of bytes")
+        raise VerbError(400, f"Content-Length {text!r} is not a number of bytes")
     return int(text)
 
 
@@ -142,8 +115,8 @@ def _read_exactly(stream, length: int) -> bytes:
     return data
 
 
-def _ended(got: int, length: int) -> HttpError:
-    return HttpError(400, f"body ended after {got} of the {length} bytes its Content-Length announced")
+def _ended(got: int, length: int) -> VerbError:
+    return VerbError(400, f"body ended after {got} of the {length} bytes its Content-Length announced")
 
 
 def _read_unsized(stream, limit: int) -> bytes:
@@ -158,8 +131,8 @@ def _read_unsized(stream, limit: int) -> bytes:
         parts.append(chunk)
 
 
-def _too_large(size: int, limit: int, at_least: bool = False) -> HttpError:
+def _too_large(size: int, limit: int, at_least: bool = False) -> VerbError:
     told = f"more than {limit}" if at_least else str(size)
-    return HttpError(413, f"request body of {told} bytes is over this verb's limit of {limit} "
+    return VerbError(413, f"request body of {told} bytes is over this verb's limit of {limit} "
                      "bytes; raise body_limit / body_limits in the configuration",
                      headers=(("Connection", "close"),))

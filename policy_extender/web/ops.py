@@ -6,7 +6,8 @@ import os
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from policy_extender.web.service import Service
+from policy_extender import metrics as exporter
+from policy_extender.service import Service
 
 ops = Blueprint("ops", __name__)
 
@@ -54,6 +55,8 @@ def _session(svc: Service) -> dict | None:
 
 @ops.get("/metrics")
 def metrics():
-    from policy_extender import metrics as exporter
     body, content_type = exporter.render()
     return Response(body, content_type=content_type)
+
+
+from policy_extender.web import why as _why  # noqa: E402,F401  (registers GET /why on this blueprint; why.py imports ops)

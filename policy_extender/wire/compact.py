@@ -17,10 +17,11 @@ import uuid
 from collections.abc import Mapping
 
 from .. import schema
-from .errors import CompactError
+from .paths import PLAIN_SCALARS, TASK_STATUSES
+from policy_extender.errors import CompactError
 from .quantity import parse_quantity
 
-_STATUS_CODES = {name.lower(): code for code, name in schema.TASK_STATUSES.items()}
+_STATUS_CODES = {name.lower(): code for code, name in TASK_STATUSES.items()}
 _ALLOCATED = {2, 8, 16, 32}        # Allocated, Binding, Bound, Running: in the job's Allocated
 _SHORTHANDS = schema.RESOURCE_SHORTHANDS
 _TIME = "2025-06-02T08:00:00Z"
@@ -123,11 +124,11 @@ def _name(spec: Mapping, path: str, what: str, default: str | None = None) -> st
 
 def _status(spec: Mapping, path: str, default: str) -> int:
     value = spec.get("status", default)
-    if isinstance(value, int) and not isinstance(value, bool) and value in schema.TASK_STATUSES:
+    if isinstance(value, int) and not isinstance(value, bool) and value in TASK_STATUSES:
         return value
     if isinstance(value, str) and value.lower() in _STATUS_CODES:
         return _STATUS_CODES[value.lower()]
-    names = ", ".join(schema.TASK_STATUSES.values())
+    names = ", ".join(TASK_STATUSES.values())
     raise CompactError(_at(path, "status"), f"unknown task status {value!r}; one of {names}")
 
 
@@ -136,7 +137,7 @@ def _status(spec: Mapping, path: str, default: str) -> int:
 
 def resource(amounts: Mapping[str, int | float], max_tasks: int = 0) -> dict:
     """Volcano's api.Resource: millicores, bytes, scalars x1000 except pods; null scalars if none."""
-    scalars = {name: (value if name in schema.PLAIN_SCALARS else value * 1000)
+    scalars = {name: (value if name in PLAIN_SCALARS else value * 1000)
                for name, value in amounts.items() if name not in ("cpu", "memory")}
     return {"MilliCPU": amounts.get("cpu", 0) * 1000, "Memory": amounts.get("memory", 0),
             "ScalarResources": scalars or None, "MaxTaskNum": max_tasks}
@@ -281,7 +282,7 @@ def _whole(wire_resource: Mapping) -> dict[str, int | float]:
     """The inverse of ``resource``: whole units by full name."""
     out = {"cpu": wire_resource["MilliCPU"] / 1000, "memory": wire_resource["Memory"]}
     for name, value in (wire_resource["ScalarResources"] or {}).items():
-        out[name] = value if name in schema.PLAIN_SCALARS else value / 1000
+        out[name] = value if name in PLAIN_SCALARS else value / 1000
     return out
 
 

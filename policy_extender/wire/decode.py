@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import msgspec
 
-from .errors import WireError
+from policy_extender.errors import WireError
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, required, struct_of
-from .session import NO_SESSION, Allocation
+from .session_views import NO_SESSION, Allocation
 from .snapshot import Snapshot, allocation_in, decode_session_open
 from .views import JobView, NodeView, QueueView, TaskView
 

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import msgspec
 
-from .errors import WireError
+from policy_extender.errors import WireError
 from .structs import struct_for
 
 #: ``{"task"|"node"|"job"|"queue": frozenset of wire paths}``, as ``PolicySet.reads``.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .. import schema
+from .paths import PLAIN_SCALARS
 from .quantity import parse_quantity, whole
 
 _SHORTHANDS = schema.RESOURCE_SHORTHANDS
@@ -46,7 +47,7 @@ class Resources:
             scalars = getattr(resource, "ScalarResources", None)
         amounts = {"cpu": whole((milli_cpu or 0) / 1000), "memory": whole(memory or 0)}
         if scalars:
-            plain = schema.PLAIN_SCALARS
+            plain = PLAIN_SCALARS
             for name, value in scalars.items():
                 value = value or 0
                 amounts[name] = whole(value if name in plain else value / 1000)

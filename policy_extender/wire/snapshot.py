@@ -14,7 +14,7 @@ import msgspec
 
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 from .resources import Resources
-from .session import NO_SESSION, Allocation
+from .session_views import NO_SESSION, Allocation
 from .views import JobView, QueueView, TaskView
 
 _MSGPACK = msgspec.msgpack.Encoder()

@@ -2,7 +2,7 @@
 
 A read set names, per object type (``task``, ``node``, ``job``, ``queue``), the wire paths the
 loaded policy set reads (tuples of Go keys, ``"*"`` for every value of a map or element of a
-list; see ``schema.Field.wire``). ``struct_for(root, paths)`` turns that into nested msgspec
+list; see ``paths.WIRE``). ``struct_for(root, paths)`` turns that into nested msgspec
 Structs that hold only those keys: msgspec skips every other key without building Python objects,
 so a node's embedded pods (and their managedFields) cost a scan, not a parse.
 
@@ -25,9 +25,9 @@ from typing import Annotated, Any
 import msgspec
 
 from .. import schema
+from .paths import ALWAYS_READ, WirePath, wire_paths
 from .quantity import QUANTITY_PATTERN
 
-WirePath = tuple[str, ...]
 
 _STRUCT_OPTIONS = {"forbid_unknown_fields": False, "omit_defaults": True}
 
@@ -135,7 +135,7 @@ def _element_roots() -> dict[tuple[str, WirePath], str]:
     for owner, fields in schema.TYPES.items():
         for f in fields.values():
             inner = re.fullmatch(r"(?:list|map)\[(\w+)\]", f.type)
-            for path in f.wire:
+            for path in wire_paths((owner, f.name)):
                 if inner and inner.group(1) in schema.TYPES and path and path[-1] == "*":
                     roots[(owner, path[:-1])] = inner.group(1)
     return roots
@@ -154,7 +154,7 @@ def attr_name(key: str) -> str:
 
 def paths_for(root: str, paths) -> frozenset[WirePath]:
     """The policies' paths for ``root`` plus the ones the service always needs."""
-    return frozenset(paths or ()) | frozenset(schema.ALWAYS_READ.get(root, ()))
+    return frozenset(paths or ()) | frozenset(ALWAYS_READ.get(root, ()))
 
 
 @lru_cache(maxsize=256)
@@ -212,7 +212,7 @@ def _value_type(root: str, path: WirePath, sub: dict | None) -> Any:
 def _element_type(root: str, collection: WirePath, sub: dict | None) -> Any:
     element_root = ELEMENT_ROOTS.get((root, collection))
     if element_root is not None:
-        paths = set(_paths_of(sub)) | set(schema.ALWAYS_READ.get(element_root, ()))
+        paths = set(_paths_of(sub)) | set(ALWAYS_READ.get(element_root, ()))
         return _build(element_root, (), _trie(paths)) | None
     if not sub:
         return Any  # an unknown collection read whole
@@ -232,7 +232,7 @@ def every_path(root: str, depth: int = 2) -> frozenset[WirePath]:
     of collections deep): the read set of a policy that reads everything."""
     paths = set()
     for f in schema.TYPES.get(root, {}).values():
-        for path in f.wire:
+        for path in wire_paths((root, f.name)):
             paths.add(path)
             element = ELEMENT_ROOTS.get((root, path[:-1])) if path[-1:] == ("*",) else None
             if element and depth > 0:

@@ -8,9 +8,9 @@ the view carries. A field the read set did not include reads as its empty value.
 
 from __future__ import annotations
 
-from .. import schema
+from .paths import TASK_STATUSES
 from .resources import Counts, Resources, _get
-from .session import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
+from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
            "Resources", "Counts", "SessionView", "AllocationView", "Tally", "Allocation", "NoSession", "NO_SESSION",
@@ -100,7 +100,7 @@ class TaskView(View):
     requests = property(lambda self: Resources.from_wire(_get(self.raw, "Resreq")))
     init_requests = property(lambda self: Resources.from_wire(_get(self.raw, "InitResreq")))
     node_selector = property(lambda self: self._map("Pod", "spec", "nodeSelector"))
-    status = property(lambda self: schema.TASK_STATUSES.get(_get(self.raw, "Status")))
+    status = property(lambda self: TASK_STATUSES.get(_get(self.raw, "Status")))
     preemptable = property(lambda self: self._bool("Preemptable"))
     best_effort = property(lambda self: self._bool("BestEffort"))
     node_name = property(lambda self: self._str("NodeName"))

@@ -96,7 +96,7 @@ def test_handwritten_baseline_decides_like_the_benchmark_policy():
     """The baseline is only a baseline if it implements the same rules as bench/policies."""
     from bench import handwritten
     from bench.server import POLICY_DIR
-    from policy_extender.policy import compile_sources
+    from policy_extender.policyset import compile_sources
     from policy_extender.wire import decode as wire
 
     policy = compile_sources({p.name: p.read_text() for p in POLICY_DIR.glob("*.policy")})

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from policy_extender.lang.checker import MODIFIER_KINDS
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 
 DOC = (Path(__file__).parents[2] / "docs" / "language.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```\n(.*?)^```$", DOC, flags=re.S | re.M)

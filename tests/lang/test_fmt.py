@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from policy_extender.errors import PolicyError
 from policy_extender.lang.formatter import comments_of, format_source, shape
 from policy_extender.lang.parser import parse_file
-from reliability import strategies
+from tests.tools import strategies
 
 from .test_fuzz import TOKENS
 

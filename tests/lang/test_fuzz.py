@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policy_extender.errors import PolicyError
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 
 TOKENS = ["filter", "score", "victim", "enqueue", "overused", "ready", "preemptable", "when", "let",
           "reason", "unresolvable", "weight", "normalize", "to", "permit", "if", "then", "else", "and",

@@ -9,7 +9,7 @@ import pytest
 
 from policy_extender.errors import PolicyError
 from policy_extender.lang.parser import MAX_SOURCE_CHARS, parse_file, statement_chunks
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 
 HANG_GUARD = 20.0  # seconds: minutes before error rendering split the source once per error
 

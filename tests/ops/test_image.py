@@ -194,7 +194,7 @@ def test_the_copied_sources_build_a_wheel_that_imports_outside_the_repository(tm
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, timeout=300)
-    code = ("import policy_extender.policy as p, sys; assert p.__file__.startswith(sys.argv[1]);"
+    code = ("import policy_extender.policyset as p, sys; assert p.__file__.startswith(sys.argv[1]);"
             "p.compile_sources({'a.policy': 'filter node.labels.zone == task.annotations.zone'})")
     subprocess.run([sys.executable, "-c", code, str(site)], check=True, cwd=tmp_path,
                    env={**os.environ, "PYTHONPATH": str(site)}, timeout=60)

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from policy_extender.config import VERB_KINDS, Config
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "docker" / "k8s"

@@ -1,4 +1,4 @@
-"""Fuzz the language (small profile; ``python -m reliability.fuzz --examples 100000`` is the long
+"""Fuzz the language (small profile; ``python -m tests.tools.fuzz --examples 100000`` is the long
 run): whatever the text, compiling raises only PolicyError and evaluating what compiled, on real
 wire views in and out of a session, raises only EvalError."""
 
@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policy_extender.errors import PolicyError
-from policy_extender.policy import compile_sources
-from reliability import strategies
-from reliability.fuzz import DEADLINE
-from reliability.oracle import compile_and_evaluate
+from policy_extender.policyset import compile_sources
+from tests.tools import strategies
+from tests.tools.fuzz import DEADLINE
+from tests.tools.oracle import compile_and_evaluate
 
 PROFILE = settings(max_examples=200, deadline=DEADLINE, suppress_health_check=list(HealthCheck))
 HANG_GUARD = 10.0  # seconds

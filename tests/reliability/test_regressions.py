@@ -9,8 +9,8 @@ import time
 import pytest
 
 from policy_extender.errors import EvalError
-from policy_extender.policy import compile_sources
-from reliability.views import evaluate_in_and_out_of_session
+from policy_extender.policyset import compile_sources
+from tests.tools.views import evaluate_in_and_out_of_session
 
 HANG_GUARD = 20.0  # seconds: only catches a hang, never a performance target
 

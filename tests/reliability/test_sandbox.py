@@ -15,10 +15,10 @@ import time
 import pytest
 
 from policy_extender.errors import EvalError, PolicyError
-from policy_extender.policy import compile_sources
+from policy_extender.policyset import compile_sources
 from policy_extender.wire import decode
-from policy_extender.wire.session import NO_SESSION
-from reliability.views import evaluate_in_and_out_of_session, sample
+from policy_extender.wire.session_views import NO_SESSION
+from tests.tools.views import evaluate_in_and_out_of_session, sample
 
 HANG_GUARD = 20.0  # seconds
 

@@ -1,4 +1,4 @@
-"""A short soak (~10 s; ``python -m reliability.soak --seconds 60`` is the dedicated run): 16
+"""A short soak (~10 s; ``python -m tests.tools.soak --seconds 60`` is the dedicated run): 16
 clients, kubelet-style policy swaps every second (good and broken alternating), one worker
 SIGKILLed mid-run, under PYTHONFAULTHANDLER=1."""
 
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from reliability.soak import Soak
+from tests.tools.soak import Soak
 
 pytestmark = pytest.mark.slow
 

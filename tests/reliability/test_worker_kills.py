@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from reliability.kill_workers import Run
+from tests.tools.kill_workers import Run
 
 pytestmark = pytest.mark.slow
 

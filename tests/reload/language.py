@@ -1,12 +1,13 @@
 """The policy texts the reload tests write: good versions told apart by a score, and broken ones.
 
-Uses the real compiler (``policy_extender.policy.compile_sources``) so a "broken" set is one the
+Uses the real compiler (``policy_extender.policyset.compile_sources``) so a "broken" set is one the
 product really refuses.
 """
 
 from __future__ import annotations
 
-from policy_extender.policy import PolicyError, compile_sources
+from policy_extender.errors import PolicyError
+from policy_extender.policyset import compile_sources
 
 
 class Language:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from policy_extender.reload import PolicyReloader, install_sighup
+from policy_extender.policyset.reload import PolicyReloader, install_sighup
 
 from .kubelet import ConfigMapVolume, delete_plain, write_plain
 
@@ -203,7 +203,7 @@ def test_inotify_picks_up_a_change_long_before_the_interval(volume, language, ma
 def test_an_edit_between_the_first_load_and_the_watch_is_not_missed(volume, language, make_reloader,
                                                                     activated, monkeypatch):
     """The kubelet may swap ..data while a worker boots: after the first load, before the watch."""
-    from policy_extender import reload as reload_module
+    from policy_extender.policyset import reload as reload_module
     real_start = reload_module.DirectoryWatcher.start
 
     def start_after_an_edit(watcher):
@@ -242,7 +242,7 @@ def test_sighup_forces_an_immediate_reload(volume, language, make_reloader, acti
 
 @pytest.fixture
 def last_good(tmp_path):
-    from policy_extender.store import LastGoodCopy
+    from policy_extender.policyset.versions import LastGoodCopy
     return LastGoodCopy(str(tmp_path / "runtime" / "last-good.json"))
 
 
@@ -304,7 +304,7 @@ def test_the_last_good_copy_is_replaced_whole_and_never_read_half_written(last_g
 
 
 def test_saving_the_last_good_copy_never_fails_the_activation(tmp_path, caplog):
-    from policy_extender.store import LastGoodCopy
+    from policy_extender.policyset.versions import LastGoodCopy
     copy = LastGoodCopy(str(tmp_path / "missing-dir" / "last-good.json"))
     with caplog.at_level(logging.WARNING, logger="policy_extender.store"):
         copy.save("v1", {"a.policy": "score 1\n"})

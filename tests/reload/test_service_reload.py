@@ -266,3 +266,32 @@ def test_workers_that_start_while_the_mount_is_broken_serve_the_last_good_set(vo
     assert set(answered) == {1}, "an answer came from no policy set (503) or another version"
     assert set(probes) - {"dropped"} == {200}
     assert outcomes.count("dropped") <= len(scores) and probes.count("dropped") <= 1  # the kill only
+
+
+def test_check_on_a_kubelet_mount_reports_the_one_set_and_the_version_serve_reports(volume, start_server, tmp_path):
+    """``policy-extender check DIR`` reads a ConfigMap volume the way serve does: the ``..data``
+    payload once (not the timestamped directory as a second set), with serve's version; its
+    diagnostics still name files a user can open."""
+    import subprocess
+    import sys
+    volume.update({"zone.policy": "filter zone: node.labels.zone == task.annotations.zone\n",
+                   "gpu.policy": "score gpu: 10 * free_gpu\n"})
+    volume.update({"zone.policy": "filter zone: node.labels.zone == task.annotations.zone\n",
+                   "gpu.policy": "score gpu: 20 * free_gpu\n"})  # a second payload directory came and went
+    server = start_server(workers=2)
+    served = set(server.worker_versions().values())
+    assert len(served) == 1 and None not in served
+    done = subprocess.run([sys.executable, "-m", "policy_extender", "check", volume.root, "--format", "json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [s["version"] for s in report["sets"]] == list(served)
+    assert sorted(report["sets"][0]["files"]) == sorted(f"{volume.root}/{n}" for n in ("gpu.policy", "zone.policy"))
+    text = subprocess.run([sys.executable, "-m", "policy_extender", "check", volume.root],
+                          capture_output=True, text=True, timeout=120)
+    assert text.stdout.strip() == "ok: 2 policy files, 2 rules, no errors"
+    volume.update({"zone.policy": "filter zone: node.labels.zone == = 1\n", "gpu.policy": "score gpu: 1\n"})
+    broken = subprocess.run([sys.executable, "-m", "policy_extender", "check", volume.root],
+                            capture_output=True, text=True, timeout=120)
+    assert broken.returncode == 1
+    assert broken.stderr.splitlines()[0].startswith(f"{volume.root}/zone.policy:1:")

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from policy_extender.watch import DirectoryWatcher, ReadError, read_snapshot
+from policy_extender.policyset.files import ReadError, read_snapshot
+from policy_extender.policyset.watch import DirectoryWatcher
 
 from .kubelet import ConfigMapVolume, delete_plain, write_plain
 
@@ -140,7 +141,7 @@ def test_a_single_file_path_is_read_by_its_name(tmp_path):
 
 
 def test_the_version_equals_the_one_load_directories_computes(tmp_path):
-    from policy_extender.policy import compile_sources, load_directories
+    from policy_extender.policyset import compile_sources, load_directories
 
     a, b = tmp_path / "a", tmp_path / "b"
     ConfigMapVolume(str(a)).update({"x.policy": "score 1\n"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from policy_extender.replay import frames
+from policy_extender.record import frames
 from policy_extender.replay.reading import read_cycles
 from tests.replay.conftest import RECORDED, write_policies
 

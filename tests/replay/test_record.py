@@ -7,9 +7,9 @@ import json
 import os
 import stat
 
-from policy_extender.replay import frames
+from policy_extender.record import frames
 from policy_extender.replay.reading import read_cycles
-from policy_extender.replay.recorder import Recorder, sampled
+from policy_extender.record.recorder import Recorder, sampled
 from tests.replay.conftest import RECORDED, cycle_calls
 
 ENV_POLICY = {"cycle.policy": RECORDED["cycle.policy"] + """\

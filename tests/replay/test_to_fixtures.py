@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from policy_extender.fixtures.results import PASS
-from policy_extender.fixtures.runner import run_paths
+from policy_extender.fixture_runner.results import PASS
+from policy_extender.fixture_runner.runner import run_paths
 from tests.replay.conftest import RECORDED, ZONE_ADDED, write_policies
 
 

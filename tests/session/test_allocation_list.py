@@ -16,7 +16,7 @@ import pytest
 
 from policy_extender.session import SessionCache, decode_allocation, encode_allocation
 from policy_extender.session.allocation import AllocationRecord
-from policy_extender.wire.session import INDEXED
+from policy_extender.schema import INDEXED
 
 from .cluster import JOBS, SOURCES, decode_snapshot, encode_snapshot
 from .test_net_events import (ALLOCATE_COMMITTED, ALLOCATE_DISCARDED, EVICT_FAILED_AT_COMMIT, EVICTED_AGAIN,

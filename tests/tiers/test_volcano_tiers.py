@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policy_extender.fixtures.exchange import Exchanger
-from policy_extender.policy import compile_sources
+from policy_extender.fixture_runner.exchange import Exchanger
+from policy_extender.policyset import compile_sources
 
 from . import volcano_model as volcano
 

@@ -70,5 +70,9 @@ def test_every_worker_counts_allocations_and_evictions_by_job_and_node(server, v
     expected = {name: 100.0 * 1 + (1 if name == victim["NodeName"] else 0) for name in nodes}
     assert scores() == {tuple(sorted(expected.items()))}
     assert predicates(second, there) == {"a GPU task of this job is already on the node"}
-    pids = {status["pid"] for status in volcano.parallel_get("/status", 64)}
+    pids: set = set()
+    for _ in range(5):  # on a loaded machine one worker can accept a whole burst
+        pids |= {status["pid"] for status in volcano.parallel_get("/status", 64)}
+        if len(pids) == 2:
+            break
     assert len(pids) == 2, "both workers must have answered for this test to mean anything"

@@ -114,7 +114,7 @@ def test_a_session_ttl_that_would_end_or_break_every_session_is_refused(value):
 
 
 def test_the_redis_timeout_is_configurable_and_reaches_the_store():
-    from policy_extender.web.service import open_session_store
+    from policy_extender.service import open_session_store
     store = open_session_store(load({"redis_timeout": "0.1", "session_store": "redis://127.0.0.1:1/0"}, {}))
     assert (store.timeout, store.session_timeout) == (0.1, 1.0)
     assert store._redis.connection_pool.connection_kwargs["socket_timeout"] == 0.1

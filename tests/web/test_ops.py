@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from tests.web.conftest import post
+from tests.web.conftest import post, sample_json
 
 
 def test_healthz_and_readyz_with_a_good_policy_set(client):
@@ -68,3 +68,50 @@ def test_sessions_that_never_closed_are_counted_as_replaced_or_expired(make_app)
     events = ("opened", "closed", "expired", "replaced")
     delta = {event: after.get(event, 0) - before.get(event, 0) for event in events}
     assert delta == {"opened": 2, "closed": 0, "expired": 1, "replaced": 1}
+
+
+def test_why_refuses_a_malformed_query_and_says_how(client):
+    for query, message in (("", "ask about exactly one object"), ("?task=x", "expected NAMESPACE/NAME"),
+                           ("?task=a/b&job=a/b", "ask about exactly one object")):
+        answer = client.get("/why" + query)
+        assert answer.status_code == 400
+        assert message in answer.json["error"]
+
+
+def test_why_with_the_tally_off_says_how_to_turn_it_on(make_app):
+    answer = make_app(tally=False).test_client().get("/why?queue=default")
+    assert answer.status_code == 404
+    assert "set tally to true" in answer.json["error"]
+
+
+def test_why_in_process_counts_a_rejection_and_an_audit(make_app):
+    policies = {"a.policy": 'filter zone: node.labels["topology.kubernetes.io/zone"] != "zone-a"\n'
+                            '    reason "zone-a is reserved"\n'
+                            'filter zone-next: node.name != "node-0000"\n    audit\n'}
+    client = make_app(policies=policies).test_client()
+    assert post(client, "onSessionOpen").status_code == 200
+    body = sample_json("predicate")
+    answer = post(client, "predicate", body).json
+    task = f"{body['task']['Namespace']}/{body['task']['Name']}"
+    (cycle,) = client.get("/why?task=" + task).json["cycles"]
+    assert cycle["open"] is True
+    fit = answer["code"] == 0
+    assert cycle["predicate"]["answers"] == 1 and cycle["predicate"]["fit"] == int(fit)
+    assert cycle["audit"]["zone-next"]["outcomes"] == {"reject": 1}
+
+
+def test_why_shows_prioritize_and_victims_of_a_task(make_app):
+    client = make_app().test_client()
+    assert post(client, "onSessionOpen").status_code == 200
+    assert post(client, "prioritize").status_code == 200
+    assert post(client, "preemptable").status_code == 200
+    body = sample_json("prioritize")
+    task = f"{body['task']['Namespace']}/{body['task']['Name']}"
+    (cycle,) = client.get("/why?task=" + task).json["cycles"]
+    top = cycle["prioritize"]["top_nodes"]
+    assert cycle["prioritize"]["calls"] == 1 and 1 <= len(top) <= 5
+    assert [n["score"] for n in top] == sorted((n["score"] for n in top), reverse=True)
+    assert all(sum(n["rules"].values()) == n["score"] for n in top)
+    evictor = sample_json("preemptable")["evictor"]
+    (cycle,) = client.get(f"/why?task={evictor['Namespace']}/{evictor['Name']}").json["cycles"]
+    assert cycle["victims"]["preemptable"]["calls_as_evictor"] == 1

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from policy_extender.policy import compile_sources
-from policy_extender.web.session_gaps import SessionGaps
+from policy_extender.policyset import compile_sources
+from policy_extender.decide.session_gaps import SessionGaps
 
 from tests.web.conftest import post, sample, sample_json
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -126,7 +127,9 @@ def test_a_sqlite_file_deleted_under_the_workers_does_not_split_them(tmp_path):
         volcano.call("onSessionOpen", open_body(9), fresh=True)  # the next cycle, on either worker
         assert predicates(srv.port) == [(200, "gang too big")] * 48  # one session, seen by both
         assert survivor in worker_pids(srv.process.pid)
-        assert "was deleted under this process" in srv.log()
+        # "deleted", or "replaced" when the survivor's check came after the new worker made the new
+        # file (a loaded machine): either way it noticed and moved to the file the path names
+        assert re.search(r"was (deleted|replaced) under this process", srv.log())
         volcano.close()
     finally:
         srv.stop()

@@ -1,4 +1,4 @@
-"""Per-request timings (``web/trace.py``): off unless ``POLICY_EXTENDER_TRACE`` names a file;
+"""Per-request timings (``policy_extender/trace.py``): off unless ``POLICY_EXTENDER_TRACE`` names a file;
 on, a real server writes one line per verb call, with the onSessionOpen phases."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from policy_extender.config import Config
-from policy_extender.web import create_app, trace
+from policy_extender import trace
+from policy_extender.web import create_app
 from tests.web.volcano import Server, VolcanoClient
 
 ROOT = Path(__file__).resolve().parents[2]

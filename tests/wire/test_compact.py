@@ -7,9 +7,9 @@ import pytest
 from policy_extender.wire import compact
 from policy_extender.wire.decode import (decode_job, decode_predicate, decode_prioritize,
                                          decode_queue, decode_task_event, decode_victims)
-from policy_extender.wire.errors import CompactError
+from policy_extender.errors import CompactError
 from policy_extender.wire.snapshot import decode_session_open
-from policy_extender.wire.session import SnapshotEnv
+from policy_extender.wire.session_views import SnapshotEnv
 
 from .conftest import sample
 

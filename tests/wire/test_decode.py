@@ -8,7 +8,7 @@ import pytest
 from policy_extender.wire.decode import (decode_job, decode_predicate, decode_prioritize,
                                          decode_queue, decode_session_close, decode_task_event,
                                          decode_victims)
-from policy_extender.wire.errors import WireError
+from policy_extender.errors import WireError
 from policy_extender.wire.structs import struct_for
 
 from .conftest import sample
@@ -240,7 +240,7 @@ def test_decoded_struct_holds_no_pod_spec():
 
 
 def test_benchmark_body_has_twenty_pods_and_decodes(full):
-    from policy_extender.wire.bench_decode import synthetic_body
+    from bench.decode import synthetic_body
     body = synthetic_body(json.loads(sample("predicate")), 20)
     node = decode_predicate(body, full).node
     assert len(node.tasks) == 20 and len({t.uid for t in node.tasks}) == 20

@@ -10,8 +10,9 @@ import orjson
 import pytest
 
 from bench.generate import Cluster, ClusterSpec, write_snapshot
-from policy_extender.policy import load_directories
-from policy_extender.wire import WireError, open_stream, snapshot
+from policy_extender.policyset.compile import load_directories
+from policy_extender.errors import WireError
+from policy_extender.wire import open_stream, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = load_directories([ROOT / "bench" / "policies"]).reads

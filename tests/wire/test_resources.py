@@ -4,7 +4,7 @@ import pytest
 
 from policy_extender.wire.quantity import parse_quantity
 from policy_extender.wire.resources import Counts, Resources
-from policy_extender.wire.session import NO_SESSION, Allocation, SessionView, Tally
+from policy_extender.wire.session_views import NO_SESSION, Allocation, SessionView, Tally
 
 
 @pytest.mark.parametrize("text,value", [

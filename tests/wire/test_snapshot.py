@@ -6,8 +6,8 @@ import pytest
 
 from policy_extender.wire import snapshot
 from policy_extender.wire.decode import decode_allocation, decode_task_event
-from policy_extender.wire.errors import WireError
-from policy_extender.wire.session import SnapshotEnv
+from policy_extender.errors import WireError
+from policy_extender.wire.session_views import SnapshotEnv
 
 from .conftest import sample
 

@@ -1,0 +1,203 @@
+"""``policy-extender why NS/NAME --url URL``: why is this job or task pending, in plain lines.
+
+Asks a running service's ``GET /why`` (docs/operations.md, "Why is it pending?") about ``NS/NAME``
+as a job (with the tasks named ``NAME-...``) and as a task, or with ``--queue`` about a queue, and
+prints what the decision tally holds for the most recent cycle that decided anything about it
+(``--all``: every kept cycle), e.g.::
+
+    cycle 5f0c2a... (open, opened 2026-11-22 15:30:12Z)
+    job ml/train-7: enqueue rejected by gpu-cap (queue-cap.policy:4): job asks 24 GPUs, the limit is 16 (3 answers)
+    task ml/train-7-0: 0 of 50 nodes fit: 31 zone-affinity (zone.policy:2): ...; 19 gpu-pack-fits (...)
+
+Exit status: 0 when something was found, 1 when the kept cycles hold nothing about it, 2 when the
+service cannot be asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from policy_extender.decide.names import PREDICATE, PRIORITIZE
+
+HELP = "why is a job, task or queue pending: what the running service decided about it, by rule, in the last cycles"
+
+#: bytes read of one /why answer at most
+MAX_ANSWER = 16 * 1024 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NS/NAME",
+                        help="a job or task as NAMESPACE/NAME (a queue's NAME with --queue)")
+    parser.add_argument("--url", default="http://127.0.0.1:8713",
+                        help="the service's base URL (default http://127.0.0.1:8713, the sidecar)")
+    parser.add_argument("--queue", action="store_true", help="NAME is a queue")
+    parser.add_argument("--all", action="store_true", help="every kept cycle, not only the latest with data")
+    parser.add_argument("--json", action="store_true", help="print /why's JSON answers as they are")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the service (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.queue:
+        queries = [("queue", args.name)]
+    elif args.name.count("/") == 1 and all(args.name.split("/")):
+        queries = [("job", args.name), ("task", args.name)]
+    else:
+        print(f"policy-extender why: {args.name!r} is not NAMESPACE/NAME (e.g. ml/train-7); for a queue "
+              "add --queue", file=sys.stderr)
+        return 2
+    answers = []
+    for kind, name in queries:
+        try:
+            answers.append(fetch(args.url, kind, name, args.timeout))
+        except WhyError as error:
+            print(f"policy-extender why: {error}", file=sys.stderr)
+            return 2
+    if args.json:
+        for answer in answers:
+            print(json.dumps(answer, indent=2, sort_keys=True))
+        return 0 if any(has_data(a) for a in answers) else 1
+    lines = render(answers, every_cycle=args.all)
+    if not lines:
+        what = "queue" if args.queue else "job or task"
+        kept = answers[0].get("tally", {}).get("cycles_kept", "?")
+        print(f"nothing decided about {what} {args.name} in the open cycle or the {kept} kept closed ones "
+              "(is the name right? was it considered this cycle? the tally lags by its flush interval)")
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
+class WhyError(Exception):
+    pass
+
+
+def fetch(url: str, kind: str, name: str, timeout: float) -> dict:
+    target = url.rstrip("/") + "/why?" + urllib.parse.urlencode({kind: name})
+    try:
+        with urllib.request.urlopen(target, timeout=timeout) as response:
+            return json.loads(response.read(MAX_ANSWER))
+    except urllib.error.HTTPError as error:
+        try:
+            message = json.loads(error.read(MAX_ANSWER)).get("error", "")
+        except ValueError:
+            message = ""
+        raise WhyError(f"{target} answered {error.code}: {message or error.reason}") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise WhyError(f"cannot reach {target}: {reason} (is the service running there? give its "
+                       "address with --url)") from None
+    except ValueError as error:
+        raise WhyError(f"{target} did not answer JSON: {error}") from None
+
+
+def has_data(answer: dict) -> bool:
+    return any(_cycle_has_data(c) for c in answer.get("cycles", []))
+
+
+def _cycle_has_data(cycle: dict) -> bool:
+    return any(k in cycle for k in (PREDICATE, PRIORITIZE, "victims", "enqueue", "ready", "overused",
+                                    "audit")) or bool(cycle.get("tasks"))
+
+
+def render(answers: list[dict], every_cycle: bool = False) -> list[str]:
+    """Lines for people: per cycle (the newest with data, or all), each object's answers."""
+    by_cycle: dict[str, list[tuple[str, str, dict]]] = {}
+    order: list[tuple[str, dict]] = []
+    for answer in answers:
+        kind = next(k for k in ("task", "job", "queue") if k in answer)
+        for cycle in answer.get("cycles", []):
+            if cycle["cycle"] not in by_cycle:
+                by_cycle[cycle["cycle"]] = []
+                order.append((cycle["cycle"], cycle))
+            if _cycle_has_data(cycle):
+                by_cycle[cycle["cycle"]].append((kind, answer[kind], cycle))
+    order.sort(key=lambda item: -item[1]["opened_at"])
+    lines: list[str] = []
+    for cycle_id, cycle in order:
+        entries = by_cycle[cycle_id]
+        if not entries:
+            continue
+        opened = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(cycle["opened_at"]))
+        lines.append(f"cycle {cycle_id} ({'open' if cycle['open'] else 'closed'}, opened {opened})")
+        for kind, name, data in entries:
+            lines += describe(kind, name, data)
+            for task, task_data in (data.get("tasks") or {}).items():
+                if not any(task == n for k, n, _ in entries if k == "task"):
+                    lines += describe("task", task, task_data)
+        if cycle.get("dropped_entries"):
+            lines.append(f"  ({cycle['dropped_entries']} tally entries of this cycle were dropped over the "
+                         "cap: tally_max_entries)")
+        if not every_cycle:
+            break
+    return lines
+
+
+def describe(kind: str, name: str, data: dict) -> list[str]:
+    """The lines of one object in one cycle."""
+    head = f"{kind} {name}"
+    lines = []
+    if "enqueue" in data:
+        lines.append(f"{head}: " + _answers("enqueue", data["enqueue"], {
+            "reject": "enqueue rejected by", "permit": "enqueue permitted by", "abstain": "enqueue: no rule decided"}))
+    if "ready" in data:
+        lines.append(f"{head}: " + _answers("ready", data["ready"], {
+            "not_ready": "not ready by", "ready": "ready"}))
+    if "overused" in data:
+        lines.append(f"{head}: " + _answers("overused", data["overused"], {
+            "overused": "overused by", "not_overused": "not overused"}))
+    if PREDICATE in data:
+        p = data[PREDICATE]
+        text = f"{head}: {p['fit']} of {p['answers']} nodes fit"
+        if p["rejected_by"]:
+            text += ": " + "; ".join(f"{r['count']} {r['example'] or rule}" for rule, r in p["rejected_by"].items())
+        lines.append(text)
+    if PRIORITIZE in data:
+        s = data[PRIORITIZE]
+        best = ", ".join(f"{n['node']} {_number(n['score'])}" + (
+            " (" + ", ".join(f"{rule} {_number(v)}" for rule, v in n["rules"].items()) + ")" if n["rules"] else "")
+            for n in s["top_nodes"])
+        lines.append(f"{head}: scored {s['calls']} time{'s' if s['calls'] != 1 else ''}; best nodes of the "
+                     f"latest: {best or 'none'}")
+    for verb, v in (data.get("victims") or {}).items():
+        parts = []
+        if "calls_as_evictor" in v:
+            parts.append(f"as evictor asked {v['calls_as_evictor']} times, {v.get('victims_permitted', 0)} "
+                         "victims permitted")
+        if "as_evictee_evict" in v:
+            parts.append(f"{v['as_evictee_evict']} times permitted as a victim")
+        if "as_evictee_protect" in v:
+            parts.append(f"{v['as_evictee_protect']} times protected: {v.get('protected_example', '')}")
+        lines.append(f"{head}: {verb}: " + "; ".join(parts))
+    for rule, a in (data.get("audit") or {}).items():
+        outcomes = ", ".join(f"{n} {o}" for o, n in sorted(a["outcomes"].items()))
+        example = next(iter(a["reasons"].values()), "")
+        lines.append(f"{head}: audit rule {rule} (changes no answer) would have: {outcomes}"
+                     + (f"; e.g. {example}" if example else ""))
+    return lines
+
+
+def _answers(what: str, data: dict, words: dict[str, str]) -> str:
+    """The deciding outcome first (a rejection before a permit before the neutral answer)."""
+    answers, by_rule = data["answers"], data["by_rule"]
+    total = sum(answers.values())
+    for outcome in words:
+        if outcome not in answers:
+            continue
+        rules = by_rule.get(outcome, {})
+        if rules:
+            rule, found = max(rules.items(), key=lambda item: item[1]["count"])
+            text = f"{words[outcome]} {found['reason'] or rule}"
+        else:
+            text = words[outcome]
+        return f"{text} ({answers[outcome]} of {total} {what} answers)"
+    return f"{total} {what} answers"
+
+
+def _number(value) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"

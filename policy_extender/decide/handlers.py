@@ -1,0 +1,126 @@
+"""The verb handlers: body bytes in, Volcano's response bytes out, one per entry of the verb
+table (``table.VERBS``), on a worker's state (``policy_extender.service.Service``, duck-typed).
+
+Every deciding verb reads the session head once (through the worker's SessionCache), takes the
+policy set *pinned* for that session (or the current one with no session), decodes the body
+pruned to what that set reads, decides, and encodes the exact Go response type. onSessionOpen
+stores the pruned snapshot pinned to the current version; the allocate/deallocate events record
+the task in the shared store.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import orjson
+
+from policy_extender.decide import observe
+from policy_extender.decide.reply import Reply, VerbError, error_reply
+from policy_extender.decide.session_verbs import current_policy
+from policy_extender.decide.table import VERBS, Verb
+from policy_extender.session.store import SessionLost
+from policy_extender.wire import WireError
+
+log = logging.getLogger("policy_extender.web")
+Service = Any  # policy_extender.service.Service: config, policies, sessions, session_cache, ...
+
+#: the ``decision`` of a call refused by ``require_session`` (its log line is DEBUG, not ERROR)
+NO_SESSION_DECISION = "no_session"
+
+
+def respond(service: Service, kind: str, body: bytes) -> Reply:
+    """The reply to one verb call's body, errors included: what HTTP, replay and the fixture
+    runner all answer. A failure while deciding (an ``EvalError``, a bug) is a logged 500, so
+    Volcano's ``extender.ignorable`` decides."""
+    try:
+        return answer(service, kind, body)
+    except VerbError as exc:  # logged once, with the other non-200s, by the request callback
+        return error_reply(exc.status, exc.message, exc.headers)
+    except Exception as exc:
+        log.exception("%s failed", kind)
+        return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
+
+
+def answer(service: Service, kind: str, body: bytes) -> Reply:
+    """The reply to one verb call's body; raises VerbError for a non-200."""
+    try:
+        return HANDLERS[kind](service, body)
+    except WireError as exc:
+        raise VerbError(400, f"{kind}: {exc}") from None
+    except SessionLost as exc:  # logged by the session cache, once per occurrence
+        raise VerbError(503, f"{kind}: {exc}") from None
+    except SessionRequired as exc:  # logged once per cycle by session_gaps, not once per call
+        return Reply(orjson.dumps({"error": exc.message}), 500, NO_SESSION_DECISION)
+
+
+def policy_and_env(service: Service, kind: str) -> tuple[Any, Any]:
+    """The policy set and Env of this call: one head() read, one policy version per cycle.
+
+    A call with no session open is counted and logged (decide/session_gaps.py); with
+    ``require_session`` it is answered 500 when the set's ``kind`` rules read session data."""
+    env = service.session_cache.env()
+    head = getattr(env, "head", None)
+    gaps = service.session_gaps
+    if head is None:
+        policy_set = current_policy(service)
+        if gaps is not None:
+            gaps.no_session(kind)
+        if service.config.require_session and kind in policy_set.session_verbs:
+            raise SessionRequired(kind, "no scheduling session is open (onSessionOpen did not "
+                                  "arrive, failed or timed out; see docs/operations.md, \"Calls "
+                                  "without a session\")")
+        return policy_set, env
+    if gaps is not None and gaps.last_session_id != head.session_id:
+        gaps.saw_session(head.session_id)
+    return service.policies.pinned(head.policy_version, service.sessions.policy_sources), env
+
+
+def check_job_in_snapshot(service: Service, kind: str, policy_set: Any, env: Any, task: Any) -> None:
+    """Count (and with ``require_session`` refuse) a task whose job the open snapshot lacks."""
+    head = getattr(env, "head", None)
+    if head is None:
+        return
+    job_uid = task.job_id
+    if env.job(job_uid) is not None:
+        return
+    if service.session_gaps is not None:
+        service.session_gaps.job_not_in_snapshot(kind, head.session_id, job_uid)
+    if service.config.require_session and kind in policy_set.session_verbs:
+        raise SessionRequired(kind, f"the task's job {job_uid or '(none)'} is not in the open "
+                              "session's snapshot (see docs/operations.md, \"Calls without a session\")")
+
+
+class SessionRequired(VerbError):
+    """``require_session``: a 500, so that Volcano's ``extender.ignorable`` decides."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        super().__init__(500, f"{kind}: {why}, and the policies' {kind} rules read session data; "
+                         "require_session is on, so this call is refused and Volcano's "
+                         "extender.ignorable decides")
+
+
+# ---------------------------------------------------------------------------------------------
+# decisions
+
+
+def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
+    """The handler of a deciding verb: one head read, the pinned set, a pruned decode, decide,
+    encode the Go response type."""
+    def decide(service: Service, body: bytes) -> Reply:
+        policy_set, env = policy_and_env(service, verb.name)
+        request = verb.decode(body, policy_set.reads, env)
+        if verb.subject is not None:
+            check_job_in_snapshot(service, verb.name, policy_set, env, verb.subject(request))
+        decision = verb.decide(policy_set, request, env)
+        outcome = verb.outcome(decision)
+        observe.decided(service, verb.name, policy_set, env, request, decision, outcome)
+        return Reply(verb.encode(decision, request), decision=outcome,
+                     rule=getattr(decision, "rule", None) or "")
+    return decide
+
+
+#: verb kind -> handler(service, body) -> Reply, for every verb of the table.
+HANDLERS: dict[str, Callable[[Service, bytes], Reply]] = {
+    name: deciding(verb) if verb.decide is not None else verb.handle
+    for name, verb in VERBS.items()}

@@ -1,0 +1,177 @@
+"""PolicySet: a compiled set of policy files and its decisions, one method per deciding verb.
+
+Built by ``policyset.compile_sources`` from a ``lang.Program`` and the set's version; immutable
+and shared by threads. Evaluation raises only ``EvalError``. Which rule kinds decide which verb
+comes from the verb table.
+"""
+
+from __future__ import annotations
+
+from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
+                                              StatusDecision, VictimDecision)
+from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
+from policy_extender.lang.compiler import CompiledRule
+from policy_extender.lang.runtime import Context
+from policy_extender.wire.paths import go_reads
+
+
+class PolicySet:
+    """A compiled, immutable policy set; safe to share between threads."""
+
+    def __init__(self, sources: dict[str, str], program, version: str):
+        checked, rules = program
+        self.sources = dict(sources)
+        self.version = version
+        #: root object type -> the wire paths its pruned decoders keep
+        self.reads = go_reads(checked.reads)
+        #: verb kinds whose rules read session data (snapshot jobs and queues, session counts)
+        self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_RULE_KIND[kind])
+        self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column, r.audit) for r in rules]
+        self.kinds = frozenset(r.kind for r in rules)
+        self._slots = len(checked.slots)
+        self._by_kind = {kind: [r for r in rules if r.kind == kind and not r.audit] for kind in self.kinds}
+        #: shadow rules by kind (decide/audit.py evaluates them); empty without any
+        self.audited = {kind: [r for r in rules if r.kind == kind and r.audit]
+                        for kind in self.kinds if any(r.kind == kind and r.audit for r in rules)}
+
+    def __repr__(self) -> str:
+        return f"PolicySet(version={self.version}, files={sorted(self.sources)}, rules={len(self.rules)})"
+
+    def _rules(self, *kinds: str) -> list[CompiledRule]:
+        return [r for kind in kinds for r in self._by_kind.get(kind, ())] if len(kinds) > 1 \
+            else self._by_kind.get(kinds[0], [])
+
+    # --- decisions -------------------------------------------------------------------------------
+
+    def predicate(self, task, node, env) -> FilterDecision:
+        rules = self._rules("filter")
+        if not rules:
+            return FITS
+        c = Context(env, self._slots, task=task, node=node)
+        for rule in rules:
+            if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                continue
+            if rule.evaluate(rule.test, c) is not True:
+                return FilterDecision(False, 3 if rule.unresolvable else 2, _why_not(rule, c), rule.name)
+        return FITS
+
+    def prioritize(self, task, nodes, env) -> ScoreDecision:
+        names = [n.name for n in nodes]
+        scores = dict.fromkeys(names, 0.0)
+        per_rule: dict[str, dict[str, float]] = {}
+        contexts = [Context(env, self._slots, task=task, node=n) for n in nodes]
+        for rule in self._rules("score"):
+            raw = [_score(rule, c) for c in contexts]
+            if all(v is _SKIPPED for v in raw):
+                continue
+            values = _normalized(raw, rule.normalize)
+            contributions = {name: v * rule.weight for name, v in zip(names, values)}
+            per_rule[rule.name] = contributions
+            for name, v in contributions.items():
+                scores[name] += v
+        return ScoreDecision(scores, per_rule)
+
+    def victims(self, kind: str, evictor, evictees, env) -> VictimDecision:
+        """Permit (1) with the evictees every applicable rule passes; Abstain (0) when no rule
+        applies to any evictee. When rules applied and refused every evictee ("no evictee
+        qualifies"), the answer is Permit with no victims (Volcano ends the tier there with no
+        victims), unless every rule that refused one is marked ``if none abstain``: then Abstain
+        (Volcano skips the extender and the tier's other plugins decide)."""
+        rules = self._rules(*VERBS[kind].rule_kinds)
+        victims, reasons, applied = [], {}, False
+        vetoed = False  # a rule without `if none abstain` refused some evictee
+        for i, evictee in enumerate(evictees):
+            c = Context(env, self._slots, evictor=evictor, evictee=evictee)
+            failed = None
+            for rule in rules:
+                if failed is not None and (rule.abstain_if_none or victims):
+                    continue  # only a vetoing refusal can still change the answer
+                if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                    continue
+                applied = True
+                if rule.evaluate(rule.test, c) is not True:
+                    failed = failed or rule
+                    if not rule.abstain_if_none:
+                        vetoed = True
+                        break
+            if failed is None:
+                victims.append(i)
+            else:
+                reasons[i] = _why_not(failed, c)
+        if not applied:
+            return VictimDecision(0)
+        if not victims and not vetoed:
+            return VictimDecision(0, [], reasons)
+        return VictimDecision(1, victims, reasons)
+
+    def enqueueable(self, job, env) -> StatusDecision:
+        c = Context(env, self._slots, job=job)
+        permit = None
+        for rule in self._rules("enqueue"):
+            if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                continue
+            passed = rule.evaluate(rule.test, c) is True
+            if rule.permit:
+                # a permit rule only ever votes Permit (true) or abstains (false/null)
+                if passed and permit is None:
+                    permit = rule
+            elif not passed:
+                return StatusDecision(-1, rule.name, _why_not(rule, c))
+        if permit is not None:
+            return StatusDecision(1, permit.name, _why(permit, c))
+        return StatusDecision(0)
+
+    def overused(self, queue, env) -> BoolDecision:
+        c = Context(env, self._slots, queue=queue)
+        for rule in self._rules("overused"):
+            if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                continue
+            if rule.evaluate(rule.test, c) is True:
+                return BoolDecision(True, rule.name, _why(rule, c))
+        return BoolDecision(False)
+
+    def ready(self, job, env) -> BoolDecision:
+        c = Context(env, self._slots, job=job)
+        for rule in self._rules("ready"):
+            if rule.applies is not None and not rule.evaluate(rule.applies, c):
+                continue
+            if rule.evaluate(rule.test, c) is not True:
+                return BoolDecision(False, rule.name, _why_not(rule, c))
+        return BoolDecision(True)
+
+
+_SKIPPED = object()
+
+
+def _score(rule: CompiledRule, c: Context):
+    if rule.applies is not None and not rule.evaluate(rule.applies, c):
+        return _SKIPPED
+    value = rule.evaluate(rule.test, c)
+    return value if type(value) in (int, float) else 0
+
+
+def _normalized(raw: list, normalize) -> list[float]:
+    values = [v for v in raw if v is not _SKIPPED]
+    if normalize is None:
+        return [0.0 if v is _SKIPPED else float(v) for v in raw]
+    low, high = normalize
+    smallest, largest = min(values), max(values)
+    spread = largest - smallest
+    return [0.0 if v is _SKIPPED else float(low if spread == 0 else low + (v - smallest) * (high - low) / spread)
+            for v in raw]
+
+
+def _prefix(rule: CompiledRule) -> str:
+    where = f"{rule.file}:{rule.line}"
+    return f"{rule.name}: " if rule.name == where else f"{rule.name} ({where}): "
+
+
+def _why_not(rule: CompiledRule, c: Context) -> str:
+    """The reason a rule rejected: its reason template, or the automatic explanation."""
+    text = rule.evaluate(rule.reason, c) if rule.reason else rule.evaluate(rule.explain, c)
+    return _prefix(rule) + text
+
+
+def _why(rule: CompiledRule, c: Context) -> str:
+    text = rule.evaluate(rule.reason, c) if rule.reason else f"{rule.source} is true"
+    return _prefix(rule) + text

@@ -1,0 +1,108 @@
+"""The verbs that decide nothing: the session's open and close, ``jobEnqueued``, and the
+allocate/deallocate events that the shared session store counts (net, retries are safe).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policy_extender import metrics, trace
+from policy_extender.decide.reply import Reply, VerbError
+from policy_extender.session.allocation import AllocationRecord, encode_allocation
+from policy_extender.wire import decode as wire_decode
+from policy_extender.wire import encode, open_stream, snapshot
+
+Service = Any  # policy_extender.service.Service
+EMPTY_OBJECT = b"{}"
+
+
+def current_policy(service: Service) -> Any:
+    policy_set = service.policies.current
+    if policy_set is None:
+        errors = "; ".join(service.policy_status.errors) or "not loaded yet"
+        raise VerbError(503, f"no policy set is loaded ({errors}); fix the policy files, "
+                         "the service reloads them by itself")
+    return policy_set
+
+
+def on_session_open(service: Service, body: bytes) -> Reply:
+    streamed = open_stream.take(body)
+    if streamed is not None:  # decoded while it arrived (web.dispatch.read_request): the rest now
+        policy_set, stream = streamed
+        trace.note("decode_while_receiving", stream.busy)
+        trace.note("pieces", stream.pieces)
+        pruned = stream.finish()
+    else:
+        policy_set = current_policy(service)
+        pruned = snapshot.decode_open_body(body, policy_set.reads)
+    trace.mark("decoded")
+    data = snapshot.encode_snapshot(pruned)
+    del pruned, streamed
+    trace.mark("encoded")
+    before = service.sessions.session_counts()
+    service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    trace.mark("stored")
+    if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
+        service.tally.record_open(service.sessions.head())
+    _count_session("opened")
+    _count_ended_unclosed(service, before)
+    return Reply(EMPTY_OBJECT, rule=policy_set.version)
+
+
+def on_session_close(service: Service, body: bytes) -> Reply:
+    wire_decode.decode_session_close(body)  # not a JSON object: 400, the session stays open
+    had_session = service.sessions.head() is not None
+    before = service.sessions.session_counts()
+    service.sessions.close()
+    if had_session:
+        _count_session("closed")
+    _count_ended_unclosed(service, before)
+    return Reply(EMPTY_OBJECT)
+
+
+def _count_ended_unclosed(service: Service, before) -> None:
+    """Sessions whose close never came: the store notices them at the next open or close
+    (``expired`` after the TTL, ``replaced`` by a new open first); once per cycle, two reads."""
+    after = service.sessions.session_counts()
+    for event in ("expired", "replaced"):
+        for _ in range(max(0, getattr(after, event) - getattr(before, event))):
+            _count_session(event)
+
+
+def _count_session(event: str) -> None:
+    metrics.count_session(event)
+
+
+def job_enqueued(service: Service, body: bytes) -> Reply:
+    wire_decode.decode_job(body)  # validated, nothing to decide
+    return Reply(EMPTY_OBJECT)
+
+
+def allocate(service: Service, body: bytes) -> Reply:
+    """Record the task's allocation in the open session (net, retries are safe: store.py)."""
+    return _event(service, body, "allocate")
+
+
+def deallocate(service: Service, body: bytes) -> Reply:
+    """Record that the task's allocation was undone, or that a task running before the cycle was
+    evicted (it then counts -1 on its node, job and queue)."""
+    return _event(service, body, "deallocate")
+
+
+def _event(service: Service, body: bytes, kind: str) -> Reply:
+    """An event the store cannot record is an error (5xx): Volcano then decides by
+    ``extender.ignorable`` instead of the event silently missing from this cycle's counts."""
+    task = wire_decode.decode_task_event(body).task
+    head = service.sessions.head()
+    if head is None:
+        if service.session_gaps is not None:
+            service.session_gaps.no_session(f"{kind}Func")
+        raise VerbError(503, f"{kind}Func: no session is open in the session store (onSessionOpen "
+                        "failed or timed out, or the store lost it): the event cannot be counted")
+    record = encode_allocation(AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",
+                                                task.requests.as_dict()))
+    store = getattr(service.sessions, kind)
+    if not store(head.session_id, task.uid or "", record):
+        raise VerbError(503, f"{kind}Func: session {head.session_id} ended while the event was "
+                        "recorded: the event was not counted")
+    return Reply(encode.event())

@@ -1,0 +1,7 @@
+"""The policy set a worker serves: the one directory reader and content hash, compiling, versions, reload and watch.
+May import lang, decide, errors, logs and metrics; never session, record, service, web, replay or commands.
+"""
+
+from policy_extender.policyset.compile import compile_sources, load_directories, read_sources
+
+__all__ = ["compile_sources", "load_directories", "read_sources"]

@@ -1,0 +1,185 @@
+"""The one reader of policy directories, and the one content hash of a policy set.
+
+serve, check, test, eval and replay all read policy files here (``read_snapshot``), so a set has
+one version whichever command reads it and wherever the ConfigMap is mounted.
+
+A Kubernetes ConfigMap volume looks like this::
+
+    zone.policy -> ..data/zone.policy
+    ..data      -> ..2026_11_21_10_00_00.123/
+    ..2026_11_21_10_00_00.123/zone.policy
+
+The kubelet updates it by writing a new timestamped directory, renaming a ``..data_tmp`` symlink
+over ``..data`` (atomic), then adding and removing the top-level ``name -> ..data/name`` links and
+deleting the old directory. Only the ``..data`` target is ever complete: just after the rename a
+new key has no top-level link yet and a removed key's link dangles. So when ``..data`` exists we
+list and read the files of its resolved target, and read again if ``..data`` moved while we read.
+A plain directory (a developer's checkout, a ``subPath`` mount) is listed directly, following
+symlinks, and read again if any file's inode, size or mtime changed while we read.
+
+Nothing here caches a path: every snapshot resolves the symlinks afresh, which is what makes
+polling the fallback that always works. ``watch.DirectoryWatcher`` says when to read again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+#: ConfigMap volumes point this link at the complete, current payload directory.
+DATA_LINK = "..data"
+
+#: How often a snapshot is read again when the directory changed under it.
+MAX_READ_ATTEMPTS = 5
+
+
+class ReadError(Exception):
+    """A policy directory could not be read; the message says which and how to fix it."""
+
+
+class ConcurrentUpdate(ReadError):
+    """The directory kept changing while it was read; try again at the next poll."""
+
+
+class DuplicateFile(ReadError):
+    """Two directories of one set hold a policy file of the same name."""
+
+    def __init__(self, name: str, first: str, second: str) -> None:
+        super().__init__(f"{os.path.join(second, name)}: a policy file named {name!r} is also in "
+                         f"{first}; rename one of them")
+        self.name, self.first, self.second = name, first, second
+
+
+@dataclass(frozen=True)
+class PolicyFiles:
+    """The policy files of every directory, read at one consistent moment."""
+
+    #: {file name as shown in errors: raw bytes}
+    files: dict[str, bytes]
+    #: ``content_hash`` of the files: equal digests mean equal content; its first 16 hex
+    #: characters are the policy set's version
+    digest: str
+
+    def sources(self) -> dict[str, str]:
+        """The files decoded as UTF-8; raises ReadError naming the first undecodable one."""
+        return {name: decode(name, data) for name, data in self.files.items()}
+
+
+def decode(name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise ReadError(
+            f"{name}:{line}:{column}: byte {data[err.start]:#04x} is not UTF-8; "
+            "save the policy file as UTF-8 text"
+        ) from None
+
+
+def read_snapshot(paths: list[str], suffixes: tuple[str, ...]) -> PolicyFiles:
+    """Read every policy file of ``paths`` (directories, or single files).
+
+    Files are named by their bare name, so a policy version (a hash of names and contents) is the
+    same wherever the ConfigMap is mounted; the same name in two directories is an error
+    (``DuplicateFile``).
+    """
+    files: dict[str, bytes] = {}
+    origin: dict[str, str] = {}
+    for path in paths:
+        for name, data in read_path(path, suffixes).items():
+            if name in files:
+                raise DuplicateFile(name, origin[name], path)
+            files[name], origin[name] = data, path
+    return PolicyFiles(files, digest_of(files))
+
+
+def read_path(path: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:
+    if os.path.isfile(path):  # a single file (e.g. a subPath mount, which never updates)
+        try:
+            return {os.path.basename(path): read_file(path)}
+        except FileNotFoundError:
+            pass  # removed just now: reported below as missing
+    return read_directory(path, suffixes)
+
+
+def digest_of(files: Mapping[str, bytes | str]) -> str:
+    """The content hash of a policy set, {file name: bytes or text}: sha256 over the sorted names
+    and contents, each length-prefixed (text counts as its UTF-8 bytes)."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        for part in (name, files[name]):
+            data = part.encode("utf-8") if isinstance(part, str) else part
+            digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def version_of(files: Mapping[str, bytes | str]) -> str:
+    """A policy set's version: the first 16 hex characters of its content hash."""
+    return digest_of(files)[:16]
+
+
+def read_directory(directory: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:
+    """One directory's policy files, read again while it changes under us."""
+    if not os.path.isdir(directory):
+        raise ReadError(
+            f"{directory}: policy directory does not exist or is not a directory; mount the "
+            "policy ConfigMap there or point the service at the right directory"
+        )
+    for _ in range(MAX_READ_ATTEMPTS):
+        files = read_directory_once(directory, suffixes)
+        if files is not None:
+            return files
+    raise ConcurrentUpdate(f"{directory}: kept changing during {MAX_READ_ATTEMPTS} reads")
+
+
+def read_directory_once(directory: str, suffixes: tuple[str, ...]) -> dict[str, bytes] | None:
+    """The files, or None when the directory changed while they were read."""
+    target = data_target(directory)
+    root = target or directory
+    before = signature(root, suffixes)
+    try:
+        files = {name: read_file(os.path.join(root, name)) for name in before}
+    except FileNotFoundError:
+        return None  # the old timestamped directory was deleted while we read it
+    if data_target(directory) != target or signature(root, suffixes) != before:
+        return None
+    return files
+
+
+def data_target(directory: str) -> str | None:
+    """The resolved directory ``..data`` points at, or None outside a ConfigMap volume."""
+    link = os.path.join(directory, DATA_LINK)
+    if not os.path.lexists(link):
+        return None
+    return os.path.realpath(link)
+
+
+def signature(root: str, suffixes: tuple[str, ...]) -> dict[str, tuple[int, int, int, int]]:
+    """{policy file name: (device, inode, size, mtime)} of the visible files under ``root``.
+
+    Hidden entries (``..data``, ``..2026_…``, editor swap files) are skipped; symlinks are followed
+    and dangling ones skipped (a key the kubelet is removing).
+    """
+    found = {}
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return {}
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.name.endswith(suffixes):
+            continue
+        try:
+            st = os.stat(entry.path)  # follows symlinks, fresh every time
+        except FileNotFoundError:
+            continue
+        if os.path.isfile(entry.path):
+            found[entry.name] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return found
+
+
+def read_file(path: str) -> bytes:
+    with open(os.path.realpath(path), "rb") as f:
+        return f.read()

@@ -1,0 +1,454 @@
+"""The per-cycle decision tally behind ``GET /why``: what each task, job and queue was answered.
+
+A cycle is a session (onSessionOpen -> onSessionClose). Its calls are spread over every worker and
+replica, so the tally lives in the shared session store, merged additively: each worker adds its
+own calls to an in-memory aggregate (a dict update under one lock, never a store call), and a
+flusher thread per process adds that aggregate to the store every ``flush_seconds``
+(``tally_flush_seconds``) and at exit. A verb never waits for the store; when the store fails,
+the flush is dropped (logged, counted): tally data is lost, never a decision. Calls answered
+without a session are not tallied.
+
+Entries. Every entry is a key ``<kind>\\x1f<object>\\x1f<path>`` (kind ``task``, ``job`` or
+``queue``; the object ``NAMESPACE/NAME``, a queue ``NAME``) with a count, added across workers,
+or a note (text): an *example* note is kept from the first writer (a rule's first reason in the
+cycle), a *latest* note from the last one (the top nodes of the latest prioritize call).
+
+==========================  ==========================================================
+path                        meaning
+==========================  ==========================================================
+``p``                       task: predicate answers (one per node checked)
+``p␟fit``                   task: of them, the node fits
+``p␟rej␟<rule>``            task: rejected by ``rule`` (example note: its reason)
+``s`` / ``s␟top``           task: prioritize calls / latest note: the top nodes, with each
+                            rule's contribution (JSON)
+``v␟<verb>[␟victims]``      task as evictor: preemptable/reclaimable calls [victims permitted]
+``e␟<verb>␟evict|protect``  task as evictee: answered as a victim / protected (example note)
+``q␟<outcome>[␟<rule>]``    job: jobEnqueueable permit/reject/abstain [by rule] (note)
+``r␟<ready|not_ready>...``  job: jobReady answers [by rule] (note)
+``o␟<overused|...>...``     queue: queueOverused answers [by rule] (note)
+``a␟<rule>␟<outcome>``      any: an audited rule's would-be outcome (note: its reason)
+==========================  ==========================================================
+
+(``␟`` is the separator ``\\x1f``.) The first reason of an enqueue, overused or ready rule for
+one object in one cycle is logged at INFO by the flush that stored it, with the request id of the
+call that decided it: once per (cycle, object, rule) across every worker and replica, since the
+store says which example notes were new.
+
+Bounds. A cycle holds at most ``max_entries`` entries (``tally_max_entries``, counts and notes
+together) in the store and in each worker's aggregate; entries beyond it are dropped and counted
+(``dropped`` in ``/why``). Notes are cut to ``NOTE_CHARS`` characters. The store keeps the open
+cycle and the ``keep_closed`` (``tally_cycles``) most recent closed ones, by the time each was
+opened; a flush for an older cycle is dropped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from policy_extender.decide.names import PREDICATE, PRIORITIZE
+
+log = logging.getLogger("policy_extender.why")
+
+SEP = "\x1f"
+#: characters kept of one note (a reason, the top nodes)
+NOTE_CHARS = 500
+#: nodes kept of the latest prioritize call
+TOP_NODES = 5
+#: seconds between two warnings about failing flushes
+WARN_EVERY = 60.0
+#: paths whose first example note is logged at INFO (enqueue, ready, overused reasons)
+LOGGED_PATHS = ("q" + SEP, "r" + SEP, "o" + SEP)
+
+DEFAULT_KEEP_CLOSED = 3
+DEFAULT_MAX_ENTRIES = 20000
+DEFAULT_FLUSH_SECONDS = 1.0
+
+
+_FIT = SEP + "fit"
+_REJ = SEP + "rej" + SEP
+
+
+def key(kind: str, obj: str, path: str) -> str:
+    return kind + SEP + obj + SEP + path
+
+
+def object_name(view) -> str:
+    """``NAMESPACE/NAME`` of a task or job view (``NAME`` alone without a namespace)."""
+    namespace, name = getattr(view, "namespace", None), getattr(view, "name", None)
+    name = name or getattr(view, "uid", None) or "?"
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+@dataclass
+class CycleAggregate:
+    """One cycle's calls as seen by one worker since its last flush."""
+
+    opened_at: float
+    cap: int
+    counts: dict[str, int] = field(default_factory=dict)
+    firsts: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (note, request id)
+    lasts: dict[str, str] = field(default_factory=dict)
+    dropped: int = 0
+
+    def size(self) -> int:
+        return len(self.counts) + len(self.firsts) + len(self.lasts)
+
+    def add(self, k: str, n: int = 1) -> None:
+        counts = self.counts
+        found = counts.get(k)
+        if found is not None:
+            counts[k] = found + n
+        elif self.size() < self.cap:
+            counts[k] = n
+        else:
+            self.dropped += 1
+
+    def first(self, k: str, note: str, request_id: str = "-") -> None:
+        if k not in self.firsts:
+            if self.size() < self.cap:
+                self.firsts[k] = (note[:NOTE_CHARS], request_id)
+            else:
+                self.dropped += 1
+
+    def last(self, k: str, note: str) -> None:
+        if k in self.lasts or self.size() < self.cap:
+            self.lasts[k] = note[:NOTE_CHARS * 4]
+        else:
+            self.dropped += 1
+
+
+class Tally:
+    """One process's side of the tally (module docstring): ``record_*`` from the verb handlers,
+    ``flush`` from its thread, ``why`` for ``GET /why``."""
+
+    def __init__(self, store: Any, keep_closed: int = DEFAULT_KEEP_CLOSED,
+                 max_entries: int = DEFAULT_MAX_ENTRIES, flush_seconds: float = DEFAULT_FLUSH_SECONDS,
+                 enabled: bool = True, on_failure: Any = None) -> None:
+        self.store = store
+        self.on_failure = on_failure  # called once per failed flush (the service counts it)
+        self.keep_closed = keep_closed
+        self.max_entries = max_entries
+        self.flush_seconds = flush_seconds
+        self.enabled = enabled
+        self._lock = threading.Lock()
+        self._pending: dict[str, CycleAggregate] = {}
+        self._flusher_pid: int | None = None
+        self._flush_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._warned_at = 0.0
+        #: flushes the store refused or failed (their data is lost), since this process started
+        self.failed_flushes = 0
+
+    # -- recording (verb handlers; never touches the store) -------------------------------------
+
+    def cycle(self, head) -> CycleAggregate | None:
+        """This process's aggregate of ``head``'s cycle (call with the lock held), or None."""
+        if head is None or not self.enabled:
+            return None
+        found = self._pending.get(head.session_id)
+        if found is None:
+            if len(self._pending) > self.keep_closed:  # a cycle never flushed: bounded anyway
+                self._pending.pop(next(iter(self._pending)))
+            found = self._pending[head.session_id] = CycleAggregate(head.opened_at, self.max_entries)
+        return found
+
+    def _started(self) -> None:
+        if self._flusher_pid != os.getpid():
+            self._start_flusher()
+
+    def record_open(self, head) -> None:
+        """A new cycle: registered at the next flush even if nothing is decided in it."""
+        if head is None or not self.enabled:
+            return
+        self._started()
+        with self._lock:
+            self.cycle(head)
+
+    def record_predicate(self, head, task, decision, audits=(), request_id: str = "-") -> None:
+        """The hot path (one call per node per task): two dict updates under the lock."""
+        if head is None or not self.enabled:
+            return
+        if self._flusher_pid != os.getpid():
+            self._start_flusher()
+        answers = "task" + SEP + object_name(task) + SEP + "p"
+        with self._lock:
+            c = self._pending.get(head.session_id) or self.cycle(head)
+            counts = c.counts
+            n = counts.get(answers)
+            if n is None:
+                c.add(answers)
+            else:
+                counts[answers] = n + 1
+            if decision.fits:
+                k = answers + _FIT
+                n = counts.get(k)
+                if n is None:
+                    c.add(k)
+                else:
+                    counts[k] = n + 1
+            else:
+                k = answers + _REJ + (decision.rule or "")
+                c.add(k)
+                c.first(k, decision.reason, request_id)
+            if audits:
+                _audits(c, answers[:-1], audits, request_id)
+
+    def record_prioritize(self, head, task, decision, audits=(), request_id: str = "-") -> None:
+        if head is None or not self.enabled:
+            return
+        self._started()
+        prefix = "task" + SEP + object_name(task) + SEP
+        top = sorted(decision.scores.items(), key=lambda item: (-item[1], item[0]))[:TOP_NODES]
+        shown = [{"node": name, "score": score,
+                  "rules": {rule: per[name] for rule, per in decision.per_rule.items() if name in per}}
+                 for name, score in top]
+        note = json.dumps(shown, separators=(",", ":"))
+        with self._lock:
+            c = self.cycle(head)
+            c.add(prefix + "s")
+            c.last(prefix + "s" + SEP + "top", note)
+            if audits:
+                _audits(c, prefix, audits, request_id)
+
+    def record_victims(self, head, verb: str, evictor, evictees, decision, audits=(),
+                       request_id: str = "-") -> None:
+        if head is None or not self.enabled:
+            return
+        self._started()
+        prefix = "task" + SEP + object_name(evictor) + SEP
+        victims = set(decision.victims)
+        with self._lock:
+            c = self.cycle(head)
+            c.add(prefix + "v" + SEP + verb)
+            if victims:
+                c.add(prefix + "v" + SEP + verb + SEP + "victims", len(victims))
+            for i, evictee in enumerate(evictees):
+                other = "task" + SEP + object_name(evictee) + SEP + "e" + SEP + verb + SEP
+                if i in victims:
+                    c.add(other + "evict")
+                elif i in decision.reasons:
+                    c.add(other + "protect")
+                    c.first(other + "protect", decision.reasons[i], request_id)
+            if audits:
+                _audits(c, prefix, audits, request_id)
+
+    def record_enqueue(self, head, job, decision, outcome: str, audits=(), request_id: str = "-") -> None:
+        self._job_or_queue(head, "job", object_name(job), "q", outcome, decision.rule, decision.reason,
+                           audits, request_id)
+
+    def record_ready(self, head, job, decision, audits=(), request_id: str = "-") -> None:
+        outcome = "ready" if decision.value else "not_ready"
+        self._job_or_queue(head, "job", object_name(job), "r", outcome, decision.rule, decision.reason,
+                           audits, request_id)
+
+    def record_overused(self, head, queue, decision, audits=(), request_id: str = "-") -> None:
+        outcome = "overused" if decision.value else "not_overused"
+        self._job_or_queue(head, "queue", queue.name or "?", "o", outcome, decision.rule, decision.reason,
+                           audits, request_id)
+
+    def _job_or_queue(self, head, kind, obj, verb, outcome, rule, reason, audits, request_id) -> None:
+        if head is None or not self.enabled:
+            return
+        self._started()
+        prefix = kind + SEP + obj + SEP
+        with self._lock:
+            c = self.cycle(head)
+            c.add(prefix + verb + SEP + outcome)
+            if rule:
+                k = prefix + verb + SEP + outcome + SEP + rule
+                c.add(k)
+                if reason:
+                    c.first(k, reason, request_id)
+            if audits:
+                _audits(c, prefix, audits, request_id)
+
+    # -- flushing (its own thread; at exit; before /why reads) ----------------------------------
+
+    def take(self) -> dict[str, CycleAggregate]:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        return pending
+
+    def flush(self) -> bool:
+        """Add this process's aggregate to the store. False when the store failed: that data is
+        dropped (never retried: a verb must never wait on it, and memory stays bounded)."""
+        with self._flush_lock:
+            pending = self.take()
+            ok = True
+            for cycle_id, agg in pending.items():
+                try:
+                    new = self.store.tally_merge(
+                        cycle_id, agg.opened_at, agg.counts, {k: v[0] for k, v in agg.firsts.items()},
+                        agg.lasts, agg.dropped, self.keep_closed + 1, self.max_entries)
+                except Exception as exc:  # the store is down or refused: lose the tally, not a decision
+                    ok = False
+                    self._failed(exc)
+                    continue
+                for k in new or ():
+                    if k.startswith(_LOGGED_KINDS):
+                        _log_reason(cycle_id, k, *agg.firsts[k])
+            return ok
+
+    def _failed(self, exc: Exception) -> None:
+        self.failed_flushes += 1
+        if self.on_failure is not None:
+            try:
+                self.on_failure()
+            except Exception:
+                pass
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_EVERY:
+            self._warned_at = now
+            log.warning("decision tally: the session store did not take this worker's tally "
+                        "(%s: %s); that part of /why is lost (decisions are not affected). "
+                        "Check the session store; warned again in %.0f s at most",
+                        type(exc).__name__, exc, WARN_EVERY)
+
+    def _start_flusher(self) -> None:
+        with self._start_lock:
+            if self._flusher_pid == os.getpid():
+                return
+            if self._flusher_pid is None:
+                atexit.register(self.flush)
+            self._flusher_pid = os.getpid()
+            self._pending = {}  # inherited through fork: the parent flushes its own
+            threading.Thread(target=self._flush_forever, name="policy-extender-tally", daemon=True).start()
+
+    def _flush_forever(self) -> None:
+        pid = os.getpid()
+        while self._flusher_pid == pid:
+            time.sleep(self.flush_seconds)
+            try:
+                self.flush()
+            except Exception:  # never stop the thread; the next turn goes on
+                log.exception("decision tally flush failed")
+
+    # -- reading (GET /why) ---------------------------------------------------------------------
+
+    def why(self, kind: str, obj: str, head=None) -> dict:
+        """Every kept cycle's entries about one object, newest cycle first (``GET /why``). A job
+        also lists the tasks named ``<job name>-...`` in its namespace (Volcano names a job's
+        pods ``<job>-<task>-<index>``), at most ``TASKS_SHOWN`` of them."""
+        self.flush()
+        prefix = kind + SEP + obj + SEP
+        cycles = []
+        current = head.session_id if head is not None else None
+        for cycle_id, opened_at, dropped in self.store.tally_cycles():
+            counts, notes = self.store.tally_read(cycle_id, prefix)
+            entry = {"cycle": cycle_id, "opened_at": opened_at, "open": cycle_id == current,
+                     "dropped_entries": dropped,
+                     **describe(kind, _relative(counts, prefix), _relative(notes, prefix))}
+            if kind == "job":
+                entry["tasks"] = self._tasks_of(cycle_id, obj)
+            cycles.append(entry)
+        return {kind: obj, "cycles": cycles}
+
+    def _tasks_of(self, cycle_id: str, job: str) -> dict:
+        counts, notes = self.store.tally_read(cycle_id, "task" + SEP + job + "-")
+        by_task: dict[str, tuple[dict, dict]] = {}
+        for source, slot in ((counts, 0), (notes, 1)):
+            for k, v in source.items():
+                _, task, path = k.split(SEP, 2)
+                if task in by_task or len(by_task) < TASKS_SHOWN:
+                    by_task.setdefault(task, ({}, {}))[slot][path] = v
+        return {task: describe("task", c, n) for task, (c, n) in sorted(by_task.items())}
+
+
+#: tasks listed under a job in /why
+TASKS_SHOWN = 100
+
+
+def _relative(entries: dict, prefix: str) -> dict:
+    return {k[len(prefix):]: v for k, v in entries.items()}
+
+
+_LOGGED_KINDS = tuple(kind + SEP for kind in ("job", "queue"))
+
+
+def _audits(c: CycleAggregate, prefix: str, audits, request_id: str) -> None:
+    for a in audits:
+        if a.outcome == "skip":
+            continue
+        k = prefix + "a" + SEP + a.rule + SEP + a.outcome
+        c.add(k)
+        if a.reason:
+            c.first(k, a.reason, request_id)
+
+
+def _log_reason(cycle_id: str, k: str, reason: str, request_id: str) -> None:
+    kind, obj, path = k.split(SEP, 2)
+    verb, outcome, *rule = path.split(SEP)
+    if not rule or verb not in ("q", "r", "o"):
+        return
+    what = {"q": f"enqueue {outcome}", "r": "not ready", "o": "overused"}[verb]
+    if verb == "r" and outcome == "ready":
+        what = "ready"
+    log.info("cycle %s: %s %s: %s: %s", cycle_id, kind, obj, what, reason,
+             extra={"request_id": request_id, "cycle": cycle_id, "object": f"{kind} {obj}",
+                    "rule": rule[0], "outcome": outcome})
+
+
+# ---------------------------------------------------------------------------------------------
+# one object's entries as /why answers them
+
+
+def describe(kind: str, counts: dict[str, int], notes: dict[str, str]) -> dict:
+    """The entries of one object in one cycle (paths relative to it) as /why's JSON."""
+    out: dict[str, Any] = {}
+    audit: dict[str, dict] = {}
+    for path, n in counts.items():
+        parts = path.split(SEP)
+        if parts[0] == "a" and len(parts) == 3:
+            entry = audit.setdefault(parts[1], {"outcomes": {}, "reasons": {}})
+            entry["outcomes"][parts[2]] = n
+            if path in notes:
+                entry["reasons"][parts[2]] = notes[path]
+    if kind == "task":
+        if "p" in counts:
+            rejected = {}
+            for path, n in counts.items():
+                parts = path.split(SEP)
+                if parts[:2] == ["p", "rej"]:
+                    rejected[parts[2]] = {"count": n, "example": notes.get(path, "")}
+            out[PREDICATE] = {"answers": counts["p"], "fit": counts.get("p" + SEP + "fit", 0),
+                                "rejected_by": dict(sorted(rejected.items(), key=lambda i: -i[1]["count"]))}
+        if "s" in counts:
+            top = notes.get("s" + SEP + "top")
+            out[PRIORITIZE] = {"calls": counts["s"], "top_nodes": json.loads(top) if top else []}
+        victims: dict[str, dict] = {}
+        for path, n in counts.items():
+            parts = path.split(SEP)
+            if parts[0] == "v":
+                entry = victims.setdefault(parts[1], {})
+                entry["victims_permitted" if len(parts) == 3 else "calls_as_evictor"] = n
+            elif parts[0] == "e":
+                entry = victims.setdefault(parts[1], {})
+                entry["as_evictee_" + parts[2]] = n
+                if path in notes:
+                    entry["protected_example"] = notes[path]
+        if victims:
+            out["victims"] = victims
+    else:
+        for verb, name in (("q", "enqueue"), ("r", "ready"), ("o", "overused")):
+            answers: dict[str, int] = {}
+            rules: dict[str, dict] = {}
+            for path, n in counts.items():
+                parts = path.split(SEP)
+                if parts[0] != verb:
+                    continue
+                if len(parts) == 2:
+                    answers[parts[1]] = n
+                else:
+                    rules.setdefault(parts[1], {})[parts[2]] = {"count": n, "reason": notes.get(path, "")}
+            if answers:
+                out[name] = {"answers": answers, "by_rule": rules}
+    if audit:
+        out["audit"] = audit
+    return out

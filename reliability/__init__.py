@@ -1,3 +1,0 @@
-"""Long reliability runs (``python -m reliability.fuzz``, ``python -m reliability.soak``) and the
-parts the tests in ``tests/reliability`` share with them: policy generators, real wire views to
-evaluate against, and the soak's client. See docs/reliability.md."""
