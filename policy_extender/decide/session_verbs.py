@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from policy_extender import metrics
+from policy_extender import metrics, trace
 from policy_extender.decide.reply import Reply, VerbError
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
 from policy_extender.wire import decode as wire_decode
-from policy_extender.wire import encode, snapshot
+from policy_extender.wire import encode, open_stream, snapshot
 
 Service = Any  # policy_extender.service.Service
 EMPTY_OBJECT = b"{}"
@@ -26,10 +26,22 @@ def current_policy(service: Service) -> Any:
 
 
 def on_session_open(service: Service, body: bytes) -> Reply:
-    policy_set = current_policy(service)
-    data = snapshot.from_open_body(body, policy_set.reads)
+    streamed = open_stream.take(body)
+    if streamed is not None:  # decoded while it arrived (web.dispatch.read_request): the rest now
+        policy_set, stream = streamed
+        trace.note("decode_while_receiving", stream.busy)
+        trace.note("pieces", stream.pieces)
+        pruned = stream.finish()
+    else:
+        policy_set = current_policy(service)
+        pruned = snapshot.decode_open_body(body, policy_set.reads)
+    trace.mark("decoded")
+    data = snapshot.encode_snapshot(pruned)
+    del pruned, streamed
+    trace.mark("encoded")
     before = service.sessions.session_counts()
     service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    trace.mark("stored")
     if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
         service.tally.record_open(service.sessions.head())
     _count_session("opened")

@@ -9,14 +9,17 @@ drive exactly the production path.
 
 from __future__ import annotations
 
+import mmap
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
+from policy_extender import trace
 from policy_extender.decide.handlers import respond
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
+from policy_extender.wire import open_stream
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 
@@ -28,14 +31,18 @@ class VerbDispatch:
         self.service = service
         self.fallback = fallback
         self.routes = service.routes
+        self.tracer = trace.from_env()  # None unless POLICY_EXTENDER_TRACE (policy_extender/trace.py)
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         kind = self.routes.get(environ.get("PATH_INFO", ""))
         if kind is None:
             return self.fallback(environ, start_response)
         started = time.perf_counter()
+        marks = self.tracer.begin() if self.tracer is not None else None
         capture = begin_capture(self.service, kind, environ)  # None unless --record
         reply, body = self._reply(kind, environ)
+        if marks is not None:
+            marks.append(("replied", time.perf_counter()))
         size = len(body) if body is not None else _size(environ)
         if capture is not None:
             capture.finish(reply.status, reply.body, body)
@@ -44,6 +51,10 @@ class VerbDispatch:
         self.service.report(RequestRecord(kind, reply.status, reply.decision, reply.rule,
                                           time.perf_counter() - started, size,
                                           reply.body.decode() if reply.status != 200 else ""))
+        if marks is not None:
+            self.tracer.end(kind, started, marks)
+        if type(body) is mmap.mmap:
+            return AnswerThenRelease(reply.body, body)
         return [reply.body]
 
     def _reply(self, kind: str, environ: dict) -> tuple[Reply, bytes | None]:
@@ -60,9 +71,46 @@ class VerbDispatch:
 
 
 def read_request(service: Service, kind: str, environ: dict) -> bytes:
-    """The body of one verb call, under the verb's limit; raises VerbError (415, 413, 408, 400)."""
+    """The body of one verb call, under the verb's limit; raises VerbError (415, 413, 408, 400).
+
+    An onSessionOpen body is decoded while it arrives (``wire.open_stream``), pruned to the
+    current policy set's reads; ``decide.session_verbs.on_session_open`` takes the result
+    (``open_stream.hand_over`` / ``take``)."""
     check_content_type(environ)
-    return read_body(environ, service.config.body_limit_for(kind), service.config.body_timeout)
+    limit, timeout = service.config.body_limit_for(kind), service.config.body_timeout
+    policy_set = service.policies.current if kind == "onSessionOpen" else None
+    if policy_set is None:
+        body = read_body(environ, limit, timeout)
+        trace.mark("received")
+        return body
+    streams: list = []
+
+    def consumer(buffer: Any) -> Callable[[int], bool]:
+        streams.append(open_stream.OpenStream(buffer, len(buffer), policy_set.reads))
+        return streams[0].feed
+
+    body = read_body(environ, limit, timeout, consumer)
+    trace.mark("received")
+    if streams:
+        open_stream.hand_over(body, policy_set, streams[0])
+    return body
+
+
+class AnswerThenRelease:
+    """The answer, holding the request's mapped body (``web.socket_body``: 32 MiB and more)
+    until the server has sent it: unmapping a 268 MB body takes 10-20 ms, which the client
+    then does not wait for (gunicorn calls ``close`` after writing the answer)."""
+
+    __slots__ = ("_answer", "_body")
+
+    def __init__(self, answer: bytes, body: mmap.mmap) -> None:
+        self._answer, self._body = answer, body
+
+    def __iter__(self):
+        yield self._answer
+
+    def close(self) -> None:
+        self._body = None
 
 
 def _size(environ: dict) -> int:

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 
 from policy_extender.decide.reply import VerbError
-from policy_extender.web.socket_body import BodyEnded, BodyTimeout, read_from_socket
+from policy_extender.web.socket_body import BodyEnded, BodyTimeout, Consumer, read_from_socket
 
 #: Bytes read at a time from a body sent without Content-Length.
 CHUNK = 1024 * 1024
@@ -37,9 +37,10 @@ def check_content_type(environ: dict) -> None:
                         "application/json, as Volcano does")
 
 
-def read_body(environ: dict, limit: int, timeout: float = 0.0) -> bytes:
+def read_body(environ: dict, limit: int, timeout: float = 0.0, consumer: Consumer | None = None) -> bytes:
     """The whole request body, never more than ``limit`` bytes (413 beyond), and, when
-    ``timeout`` > 0, never slower than ``timeout`` seconds in all (408 beyond)."""
+    ``timeout`` > 0, never slower than ``timeout`` seconds in all (408 beyond). ``consumer``:
+    see ``socket_body.read_from_socket`` (used only where the body is read from the socket)."""
     length = _content_length(environ)
     stream = environ["wsgi.input"]
     if length is None:
@@ -49,7 +50,7 @@ def read_body(environ: dict, limit: int, timeout: float = 0.0) -> bytes:
         raise _too_large(length, limit)
     deadline = time.monotonic() + timeout if timeout > 0 else None
     try:
-        body = read_from_socket(environ, length, deadline)
+        body = read_from_socket(environ, length, deadline, consumer)
     except BodyTimeout as late:
         raise _too_slow(late.got, length, timeout) from None
     except BodyEnded as ended:

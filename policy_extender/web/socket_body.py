@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import io
 import mmap
+import socket
+import struct
+import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 try:  # gunicorn is what serves the service; tests and the fixture runner may run without it
     from gunicorn.http.body import Body, LengthReader
@@ -51,19 +54,29 @@ class BodyTimeout(BodyEnded):
     """The body was not all there by the deadline (a slow or stalled client); ``got`` were read."""
 
 
-def read_from_socket(environ: dict, length: int,
-                     deadline: float | None = None) -> bytes | bytearray | mmap.mmap | None:
+#: ``consumer(buffer)`` -> ``feed(received) -> bool``: work on the body while the rest arrives
+Consumer = Callable[[Any], Callable[[int], bool]]
+
+
+def read_from_socket(environ: dict, length: int, deadline: float | None = None,
+                     consumer: Consumer | None = None) -> bytes | bytearray | mmap.mmap | None:
     """The body of ``length`` bytes read from gunicorn's socket, or None when not applicable.
 
     ``deadline`` (a ``time.monotonic()`` value) bounds the whole read: a client that trickles
     its body cannot hold the worker thread past it (``BodyTimeout``).
+
+    ``consumer``, when the body is not all there yet, is called with the buffer once allocated;
+    the ``feed`` it returns is called in this thread with the number of bytes arrived so far,
+    again as long as it returns True (it did some work), else once more arrived, while another
+    thread receives the rest (``_receive_feeding``). It may read the bytes before that number
+    (and rewrite them for a moment), never the rest.
     """
     reader = _length_reader(environ, length)
     if reader is None:
         return None
     stream = environ["wsgi.input"]
     try:
-        return _read(reader, length, deadline)
+        return _read(reader, length, deadline, consumer)
     except BaseException:
         stream.failed = True  # where the next request starts is unknown: gunicorn closes
         raise
@@ -89,7 +102,8 @@ def _buffer(length: int) -> bytearray | mmap.mmap:
     return mmap.mmap(-1, length, flags=_MAP_FLAGS) if length >= MAPPED_FROM else bytearray(length)
 
 
-def _read(reader: Any, length: int, deadline: float | None) -> bytes | bytearray | mmap.mmap:
+def _read(reader: Any, length: int, deadline: float | None,
+          consumer: Consumer | None = None) -> bytes | bytearray | mmap.mmap:
     unreader = reader.unreader
     buffered = unreader.buf.getvalue()
     unreader.buf = io.BytesIO()
@@ -100,14 +114,101 @@ def _read(reader: Any, length: int, deadline: float | None) -> bytes | bytearray
     body = _buffer(length)
     with memoryview(body) as view:
         view[:len(buffered)] = buffered
-        _receive_into(unreader.sock, view, len(buffered), deadline)
+        if consumer is None:
+            _receive_into(unreader.sock, view, len(buffered), deadline)
+        else:
+            _receive_feeding(unreader.sock, view, len(buffered), deadline, consumer(body))
     reader.length = 0
     return body
 
 
-def _receive_into(sock: Any, view: memoryview, got: int, deadline: float | None) -> None:
+def _receive_feeding(sock: Any, view: memoryview, got: int, deadline: float | None,
+                     feed: Callable[[int], bool]) -> None:
+    """``_receive_into`` in a helper thread (``recv_into`` releases the GIL, so the kernel's
+    copy runs while this thread works), ``feed(arrived)`` here while it finds work. Between two
+    feeds this thread lets go of the GIL (``time.sleep(0)``): the receiver needs it for a moment
+    after each ``recv_into``, and would otherwise wait out the interpreter's switch interval
+    (5 ms) while the socket's buffer is full and the client stalls."""
+    arrived = threading.Event()
+    progress = [got, False, None]  # bytes arrived, done, the receiver's exception
+
+    def note(received: int) -> None:
+        progress[0] = received
+        if not arrived.is_set():
+            arrived.set()
+
+    def receive() -> None:
+        try:
+            if type(sock) is socket.socket and hasattr(socket, "MSG_WAITALL"):
+                _receive_waitall(sock, view, got, deadline, note)
+            else:  # TLS: no recv flags
+                _receive_into(sock, view, got, deadline, note)
+        except BaseException as exc:  # raised again in the request's thread
+            progress[2] = exc
+        finally:
+            progress[1] = True
+            arrived.set()
+
+    receiver = threading.Thread(target=receive, name="policy-extender-body", daemon=True)
+    receiver.start()
+    try:
+        while not progress[1]:
+            if feed(progress[0]):
+                time.sleep(0)
+            else:
+                arrived.wait()
+                arrived.clear()
+    finally:
+        receiver.join()
+    if progress[2] is not None:
+        raise progress[2]
+
+
+#: bytes one ``recv_into(..., MSG_WAITALL)`` of ``_receive_waitall`` waits for
+WAITALL_BYTES = 2 << 20
+_NO_TIMEOUT = struct.pack("ll", 0, 0)
+
+
+def _receive_waitall(sock: socket.socket, view: memoryview, got: int, deadline: float | None,
+                     progress: Callable[[int], None]) -> None:
+    """``_receive_into`` in steps of ``WAITALL_BYTES``, each one ``recv_into`` with
+    ``MSG_WAITALL`` on the socket in blocking mode: the kernel copies the bytes in as they
+    arrive and the call returns once the step is full, so the receiving thread needs the GIL
+    once per step instead of once per packet burst (while the request's thread decodes, each
+    time it needs the GIL it waits for the decoder to let go, and meanwhile nothing reads the
+    socket). The deadline is the socket's ``SO_RCVTIMEO`` (a wait with nothing arriving ends
+    the call with what arrived, or ``EAGAIN``)."""
+    previous = sock.gettimeout()
+    sock.settimeout(None)
+    try:
+        while got < len(view):
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BodyTimeout(got)
+                whole = int(remaining)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                                struct.pack("ll", whole, max(1, int((remaining - whole) * 1e6))))
+            size = min(WAITALL_BYTES, len(view) - got)
+            try:
+                received = sock.recv_into(view[got:got + size], size, socket.MSG_WAITALL)
+            except (BlockingIOError, TimeoutError):
+                raise BodyTimeout(got) from None
+            if not received:
+                raise BodyEnded(got)
+            got += received
+            progress(got)
+    finally:
+        if deadline is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _NO_TIMEOUT)
+        sock.settimeout(previous)
+
+
+def _receive_into(sock: Any, view: memoryview, got: int, deadline: float | None,
+                  progress: Callable[[int], None] | None = None) -> None:
     """Fill ``view`` from ``got`` on; before each ``recv_into`` the socket may wait only until
-    ``deadline``, so the bound is on the whole body, not on each gap between packets."""
+    ``deadline``, so the bound is on the whole body, not on each gap between packets.
+    ``progress(got)`` after each receive."""
     previous = sock.gettimeout()
     try:
         while got < len(view):
@@ -123,6 +224,8 @@ def _receive_into(sock: Any, view: memoryview, got: int, deadline: float | None)
             if not received:
                 raise BodyEnded(got)
             got += received
+            if progress is not None:
+                progress(got)
     finally:
         if deadline is not None:
             sock.settimeout(previous)

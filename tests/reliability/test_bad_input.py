@@ -327,6 +327,20 @@ def test_a_chunked_body_that_stalls_is_cut_off(server, before):
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
 
 
+def test_an_open_body_that_stalls_mid_way_is_cut_off_and_the_session_stays(server, before, volcano):
+    """onSessionOpen is received by a helper thread (MSG_WAITALL steps) and decoded while it
+    arrives: 6 MB of a 40 MB snapshot, then nothing: a 408 at the body deadline, the connection
+    closed, the session as it was (checked by the survivors test below)."""
+    head = request("onSessionOpen", b"", length=40 << 20)
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head + b'{"Jobs":{' + b" " * (6 << 20))
+        sock.settimeout(BODY_TIMEOUT + 8)
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert "request body too slow" in json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+    assert session_state(server, volcano) == before[1]
+
+
 def _read_until_closed(sock) -> bytes:
     parts = []
     while chunk := sock.recv(65536):

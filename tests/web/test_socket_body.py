@@ -116,6 +116,29 @@ def test_pipelined_requests_after_a_body_that_came_with_the_headers(server):
         expect(read_response(sock, pending), small)
 
 
+def test_a_consumer_is_fed_while_the_body_arrives_then_keep_alive_goes_on(server):
+    """``read_from_socket(consumer=...)``: fed in the request's thread with counts that only
+    grow, each time after those bytes arrived (and before the rest did: the body is sent in
+    slices with pauses), on the MSG_WAITALL receiver; the connection then serves the next."""
+    body = bytes(i % 251 for i in range(12 << 20))
+    head = (b"POST /consume HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body))
+    with socket.create_connection(("127.0.0.1", server)) as sock:
+        sock.sendall(head)
+        for at in range(0, len(body), 3 << 20):
+            sock.sendall(body[at:at + (3 << 20)])
+            time.sleep(0.2)
+        pending = bytearray()
+        answer = read_response(sock, pending)
+        expect(answer, body)
+        counts = [count for count, _ in answer["feeds"]]
+        assert len(counts) >= 3, answer["feeds"]
+        assert counts == sorted(set(counts)) and counts[-1] <= len(body) and counts[0] < len(body)
+        assert all(ok for _, ok in answer["feeds"]), "a feed saw bytes that had not arrived"
+        sock.sendall(request(b'{"after":1}'))
+        expect(read_response(sock, pending), b'{"after":1}')
+
+
 def test_a_body_cut_short_closes_the_connection_and_the_next_one_works(server):
     with socket.create_connection(("127.0.0.1", server)) as sock:
         sock.sendall(b"POST /predicate HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n" + b"x" * 50000)
@@ -178,6 +201,39 @@ def test_service_answers_large_and_small_bodies_on_one_connection_as_the_plain_r
             got = service_exchange(sock, pending, path, body)
             plain = client.post(path.decode(), data=body, content_type="application/json")
             assert got == str(plain.status_code).encode() + b" " + plain.data, (path, got[:200])
+
+
+def test_service_decodes_a_large_open_while_it_arrives_to_the_same_session(service, tmp_path):
+    """An onSessionOpen of 18 MB (decoded while it arrives) leaves the session a predicate sees
+    exactly as the same body opened through the whole decoder (the in-process app)."""
+    import io
+
+    from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
+    from policy_extender.config import Config
+    from policy_extender.web import create_app
+
+    port, _ = service
+    cluster = Cluster(ClusterSpec(nodes=50, pods_per_node=20))
+    out = io.BytesIO()
+    write_snapshot(cluster, out)
+    snapshot_body = out.getvalue()
+    from policy_extender.wire.open_stream import STREAM_FROM
+    assert len(snapshot_body) > STREAM_FROM
+    generated = Bodies(cluster)
+    client = create_app(Config(policy_dirs=(str(ROOT / "bench" / "policies"),), reload_interval=0.0,
+                               session_store=f"sqlite:{tmp_path / 's.sqlite3'}")).test_client()
+    assert client.post("/onSessionOpen", data=snapshot_body, content_type="application/json").status_code == 200
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        pending = bytearray()
+        assert service_exchange(sock, pending, b"/onSessionOpen", snapshot_body) == b"200 {}"
+        for i in range(8):
+            body = generated.predicate(i)
+            plain = client.post("/predicate", data=body, content_type="application/json")
+            assert service_exchange(sock, pending, b"/predicate", body) == b"200 " + plain.data
+        broken = snapshot_body[:5_000_000] + b"\x00" + snapshot_body[5_000_001:]
+        plain = client.post("/onSessionOpen", data=broken, content_type="application/json")
+        assert plain.status_code == 400
+        assert service_exchange(sock, pending, b"/onSessionOpen", broken) == b"400 " + plain.data
 
 
 def test_service_writes_no_gunicorn_access_line_per_call(service):

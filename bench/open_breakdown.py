@@ -1,0 +1,230 @@
+"""onSessionOpen of a large cluster against the fastest body-reading floor, and where the time goes.
+
+Servers, all under the service's shipped gunicorn settings (2 workers x 4 threads), started once
+and measured in interleaved rounds (floor, service, service-whole, floor, ...) so that load from
+other processes on the host hits each alike:
+
+* ``floor``: ``bench.bare_wsgi:socket_app``: reads the body straight from gunicorn's socket with
+  ``recv_into`` into one buffer allocated at the body's length (``web.socket_body``: a
+  kernel-populated anonymous map from 32 MiB) and answers ``{}``: no decoding, no store;
+* ``service``: ``policy-extender serve`` on ``bench/policies`` with its own SQLite session store,
+  as shipped: the body is decoded while it arrives (``wire.open_stream``);
+* ``service-whole``: the same service with the streamed decode switched off
+  (``OpenStream`` threshold raised past the body, ``bench.open_breakdown whole-serve``): the
+  body is received, then decoded whole, as before the streamed decode existed.
+
+Each open is a new connection from this process (a body file sent with ``sendfile``), timed from
+before the connect to the last byte of the answer (client-measured, upload included); then an
+onSessionClose (not timed). One warm-up open per server first. The services run with
+``POLICY_EXTENDER_TRACE`` (``policy_extender/trace.py``): each worker records, per call, when the dispatch
+got the request and when the body was all received, decoded, encoded to the snapshot and stored,
+on the host's monotonic clock, which this client reads too. The breakdown of one open:
+
+* ``before``: connect, request headers, gunicorn accepting and parsing (client send to dispatch);
+* ``receive``: the body read (with ``service``, the pieces decoded meanwhile; their decode time
+  is ``overlapped``);
+* ``decode``: the decode left after the last byte (``service``: the last pieces and the rest of
+  the document; ``service-whole``: the whole pruned decode);
+* ``encode``: the pruned snapshot to msgpack; ``store``: the store's open transaction;
+* ``answer``: counters, metrics, the answer written and read by the client.
+
+``worker CPU``: CPU seconds the answering worker used for the open. ``load``: the 1-minute load
+average before the open. Ratios are service / floor of the same round.
+
+``python -m bench.open_breakdown [--nodes 500 --pods 30] [--runs 5] [--snapshot FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.generate import Cluster, ClusterSpec, write_snapshot
+from bench.load import Connection
+from bench.server import ROOT, Server, _RUNNING, command, process_cpu
+
+PHASES = ("before", "receive", "decode", "encode", "store", "answer")
+
+
+class TracedServer(Server):
+    """A ``Server`` whose workers write ``POLICY_EXTENDER_TRACE`` lines (services only); with
+    ``launcher`` (module and arguments) the service is started through ``python -m`` that module
+    instead of ``policy_extender`` (the serve arguments follow)."""
+
+    def __init__(self, kind: str, trace_path: str | None, launcher: tuple[str, ...] = (), **kw):
+        super().__init__(kind, **kw)
+        self.trace_path, self.launcher, self.seen = trace_path, launcher, 0
+
+    def start(self) -> "TracedServer":
+        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        env.pop("POLICY_EXTENDER_TRACE", None)
+        if self.trace_path:
+            env["POLICY_EXTENDER_TRACE"] = self.trace_path
+        argv = command(self.kind, self.port, self.workers, self.threads, self.extra)
+        if self.launcher:
+            argv = [sys.executable, "-m", *self.launcher, *argv[3:]]
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log,
+                                     start_new_session=True)
+        _RUNNING.add(self)
+        self._wait_ready()
+        return self
+
+    def new_trace(self) -> list[dict]:
+        """Trace lines written since the last call (the workers flush every 0.25 s)."""
+        if not self.trace_path or not os.path.exists(self.trace_path):
+            return []
+        with open(self.trace_path, "rb") as f:
+            f.seek(self.seen)
+            data = f.read()
+        complete = data[:data.rfind(b"\n") + 1]
+        self.seen += len(complete)
+        return [json.loads(line) for line in complete.splitlines() if line]
+
+
+def load_average() -> float:
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def open_once(server: TracedServer, path: str) -> dict:
+    workers = server.worker_pids()
+    cpu0 = {pid: process_cpu(pid) for pid in workers}
+    load = load_average()
+    conn = Connection(server.host, server.port, timeout=120)
+    sent = time.perf_counter()
+    status, _ = conn.request("/onSessionOpen", path)
+    done = time.perf_counter()
+    conn.close()
+    cpu = max(process_cpu(pid) - cpu0[pid] for pid in workers)
+    close = Connection(server.host, server.port, timeout=30)
+    close.request("/onSessionClose", b"{}")
+    close.close()
+    row = {"seconds": done - sent, "status": status, "cpu": cpu, "load": load}
+    if server.trace_path:
+        time.sleep(0.6)  # two flusher turns
+        opens = [r for r in server.new_trace() if r.get("kind") == "request" and r["verb"] == "onSessionOpen"
+                 and sent <= r["start"] <= done]
+        if opens:
+            row.update(breakdown(opens[0], sent, done))
+    return row
+
+
+def breakdown(record: dict, sent: float, done: float) -> dict:
+    at = dict(record["phases"])
+    values = record.get("values", {})
+    return {"before": record["start"] - sent, "receive": at["received"] - record["start"],
+            "decode": at["decoded"] - at["received"], "encode": at["encoded"] - at["decoded"],
+            "store": at["stored"] - at["encoded"], "answer": done - at["stored"],
+            "overlapped": values.get("decode_while_receiving", 0.0), "pieces": values.get("pieces", 0)}
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["whole-serve"]:
+        return whole_serve(argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m bench.open_breakdown", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--pods", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--snapshot", help="an onSessionOpen body file to reuse (default: generate one in a temp dir)")
+    parser.add_argument("--servers", default="floor,service,service-whole")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=4)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-open-breakdown-") as tmp:
+        path = args.snapshot
+        if path is None:
+            path = os.path.join(tmp, "snapshot.json")
+            with open(path, "wb") as f:
+                write_snapshot(Cluster(ClusterSpec(nodes=args.nodes, pods_per_node=args.pods)), f)
+        size = os.path.getsize(path)
+        print(f"method: {Path(__file__).name}: onSessionOpen of {size / 1e6:.1f} MB ({path}), {args.runs} interleaved "
+              f"rounds after one warm-up per server; each open a new connection, client-measured from before connect "
+              f"to the answer's last byte; gunicorn {args.workers} workers x {args.threads} threads; nproc {os.cpu_count()}; "
+              f"uptime load at start: {open('/proc/loadavg').read().split()[:3]}", flush=True)
+        kinds = args.servers.split(",")
+        servers: dict[str, TracedServer] = {}
+        try:
+            for kind in kinds:
+                store = ("--session-store", f"sqlite:{tmp}/{kind}.sqlite3")
+                if kind == "floor":
+                    servers[kind] = TracedServer("bare-socket", None, workers=args.workers, threads=args.threads)
+                else:
+                    servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", launcher=("bench.open_breakdown", "whole-serve") if kind == "service-whole" else (),
+                                                 workers=args.workers, threads=args.threads, extra=store)
+                servers[kind].start()
+            for server in servers.values():
+                open_once(server, path)
+                server.new_trace()
+            rounds: list[dict[str, dict]] = []
+            for n in range(args.runs):
+                rounds.append({kind: open_once(server, path) for kind, server in servers.items()})
+                line = [f"round {n + 1}:"]
+                for kind, row in rounds[-1].items():
+                    line.append(f"{kind} {ms(row['seconds'])} ms (cpu {ms(row['cpu'])}, load {row['load']:.2f}"
+                                + (f", status {row['status']}" if row["status"] != 200 else "") + ")")
+                print("  ".join(line), flush=True)
+        finally:
+            for server in servers.values():
+                server.stop()
+    report(rounds, kinds)
+    return 0
+
+
+def report(rounds: list[dict[str, dict]], kinds: list[str]) -> None:
+    services = [k for k in kinds if k != "floor"]
+    print("\nper round (ms; ratio = service / floor of the same round):\n")
+    print("| round | load | floor | " + " | ".join(f"{k} | ratio" for k in services) + " |")
+    print("|---|---|---|" + "---|---|" * len(services))
+    for n, r in enumerate(rounds, 1):
+        floor = r.get("floor", {}).get("seconds")
+        cells = []
+        for k in services:
+            s = r[k]["seconds"]
+            cells += [ms(s), f"{s / floor:.2f}" if floor else "-"]
+        print(f"| {n} | {r[kinds[0]]['load']:.2f} | {ms(floor) if floor else '-'} | " + " | ".join(cells) + " |")
+    med = lambda k, f: statistics.median(r[k][f] for r in rounds if f in r[k])  # noqa: E731
+    if "floor" in kinds:
+        cells = []
+        for k in services:
+            ratios = [r[k]["seconds"] / r["floor"]["seconds"] for r in rounds]
+            cells += [ms(med(k, "seconds")), f"{statistics.median(ratios):.2f}"]
+        print(f"| median | | {ms(med('floor', 'seconds'))} | " + " | ".join(cells) + " |")
+        for k in services:
+            worst = max(r[k]["seconds"] for r in rounds)
+            print(f"{k}: slowest open {ms(worst)} ms; ratio max {max(r[k]['seconds'] / r['floor']['seconds'] for r in rounds):.2f}")
+    print("\nwhere the time goes (medians over the rounds, ms):\n")
+    print("| server | total | " + " | ".join(PHASES) + " | decode overlapped with receive | worker CPU |")
+    print("|---|---|" + "---|" * len(PHASES) + "---|---|")
+    for k in kinds:
+        if all(p in rounds[0][k] for p in PHASES):
+            print(f"| {k} | {ms(med(k, 'seconds'))} | " + " | ".join(ms(med(k, p)) for p in PHASES)
+                  + f" | {ms(med(k, 'overlapped'))} ({statistics.median(r[k]['pieces'] for r in rounds):.0f} pieces) | {ms(med(k, 'cpu'))} |")
+        else:
+            print(f"| {k} | {ms(med(k, 'seconds'))} | " + " | ".join("" for _ in PHASES) + f" | | {ms(med(k, 'cpu'))} |")
+
+
+def whole_serve(argv: list[str]) -> int:
+    """``policy-extender`` with onSessionOpen decoded whole after the body arrived (the service
+    before ``wire.open_stream``): the streaming threshold is raised past any body in the master,
+    before the workers fork."""
+    from policy_extender.cli import main as cli
+    from policy_extender.wire import open_stream
+    open_stream.STREAM_FROM = 1 << 62
+    return cli(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
