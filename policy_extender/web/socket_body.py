@@ -151,13 +151,17 @@ def _receive_feeding(sock: Any, view: memoryview, got: int, deadline: float | No
 
     receiver = threading.Thread(target=receive, name="policy-extender-body", daemon=True)
     receiver.start()
+    fed = -1  # the count of the last feed that found no work: not fed again until more arrives
     try:
         while not progress[1]:
-            if feed(progress[0]):
-                time.sleep(0)
-            else:
-                arrived.wait()
-                arrived.clear()
+            received = progress[0]
+            if received != fed:
+                if feed(received):
+                    time.sleep(0)
+                    continue
+                fed = received
+            arrived.wait()  # set again by each arrival after this clear: none is missed,
+            arrived.clear()  # since the count is read again before the next wait
     finally:
         receiver.join()
     if progress[2] is not None:
