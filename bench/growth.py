@@ -13,7 +13,11 @@ policy ``bench/policies/gpu.policy``, SQLite session store, the service's **defa
 * **prioritize vs nodes** (50 / 500 / 2,000 nodes x 30 pods, every node in the body): one call
   at a time on one keep-alive connection, latency from the first byte sent to the last byte of
   the answer, after one warm-up call; sizes interleaved, p50 and p99 (nearest rank) over all
-  calls of a size. A body over the default prioritize limit is first sent to the default server
+  calls of a size. The service is also sent each body with one leading space (``whole``): the
+  same bytes but for one, which the service does not recognise as Volcano's compact layout and so
+  decodes only after the last byte, as before it decoded prioritize while it arrives
+  (``wire/prioritize_stream.py``); interleaved with the others, so streamed and whole are
+  compared in one run. A body over the default prioritize limit is first sent to the default server
   (headers only: it must answer 413 before reading the body), then measured on a second server
   started with ``--body-limits prioritize=1GiB``.
 * **onSessionOpen time and RSS vs nodes** (50 / 500 / 1,000 nodes x 30 pods): the snapshot is
@@ -27,7 +31,7 @@ Slopes are least-squares fits of the row's y over its x (every size's median), w
 table also says where a size crosses a limit: a body limit, or Volcano's default
 ``extender.httpTimeout`` of 1 s (over it, Volcano gives up on the call).
 
-``python -m bench.growth [--parts predicate,prioritize,open] [--runs 3] [--seconds 3] [--quick]``
+``python -m bench.growth [--parts predicate,prioritize,open] [--runs 3] [--seconds 3] [--nodes 50,500,2000] [--quick]``
 """
 
 from __future__ import annotations
@@ -120,7 +124,7 @@ def refused_before_reading(server: Server, size: int) -> int:
 
 
 def prioritize_part(args, rows: list[dict]) -> None:
-    sizes = (4, 6) if args.quick else (50, 500, 2000)
+    sizes = (4, 6) if args.quick else tuple(int(n) for n in args.nodes.split(","))
     pods = 4 if args.quick else 30
     counts = {n: (2 if args.quick else (30 if n <= 50 else 40 if n <= 500 else 4)) for n in sizes}
     print(f"\n== prioritize: {pods} pods/node, one call at a time, calls per size {counts} (load average {load()})", flush=True)
@@ -139,8 +143,10 @@ def prioritize_part(args, rows: list[dict]) -> None:
     if over:
         servers["raised"] = Server("service", extra=("--body-limits", "onSessionOpen=1024MiB,prioritize=1GiB")).start()
     servers["floor"] = Server("bare-socket").start()
+    kinds = ("floor", "service", "whole")
     where = {(kind, n): servers["floor"] if kind == "floor" else servers["raised" if n in over else "default"]
-             for kind in ("service", "floor") for n in sizes}
+             for kind in kinds for n in sizes}
+    sent = {(kind, n): b" " + bodies[n] if kind == "whole" else bodies[n] for kind in kinds for n in sizes}
     conns = {id(s): Connection(s.host, s.port, timeout=120) for s in servers.values()}
     latencies: dict[tuple, list[float]] = {key: [] for key in where}
     cpu: dict[tuple, list[float]] = {key: [] for key in where}
@@ -149,16 +155,16 @@ def prioritize_part(args, rows: list[dict]) -> None:
     ours = 0.0
     try:
         for key, server in where.items():
-            conns[id(server)].request("/prioritize", bodies[key[1]])     # warm-up
+            conns[id(server)].request("/prioritize", sent[key])     # warm-up
         for k in range(max(counts.values())):
             for n in sizes:
-                for kind in ("floor", "service"):
+                for kind in kinds:
                     if k >= counts[n]:
                         continue
                     server = where[(kind, n)]
                     c0 = server.cpu_seconds()
                     t0 = time.perf_counter()
-                    status, _ = conns[id(server)].request("/prioritize", bodies[n])
+                    status, _ = conns[id(server)].request("/prioritize", sent[(kind, n)])
                     latencies[(kind, n)].append(time.perf_counter() - t0)
                     cpu[(kind, n)].append(server.cpu_seconds() - c0)
                     ours += cpu[(kind, n)][-1]
@@ -169,18 +175,21 @@ def prioritize_part(args, rows: list[dict]) -> None:
     other_pct = max(busy_cpu_seconds() - busy0 - ours, 0.0) / ((time.perf_counter() - wall0) * (os.cpu_count() or 1)) * 100
     print(f"  other CPU (everything but the servers, the client included) {other_pct:.0f} %, load average {load()}", flush=True)
     for n in sizes:
-        v, f = latencies[("service", n)], latencies[("floor", n)]
+        v, f, w = latencies[("service", n)], latencies[("floor", n)], latencies[("whole", n)]
         row = {"part": "prioritize", "nodes": n, "body_mb": len(bodies[n]) / 1e6, "calls": len(v),
                "p50_ms": statistics.median(v) * 1e3, "p99_ms": nearest_rank(v, 0.99) * 1e3, "max_ms": max(v) * 1e3,
                "server_cpu_ms": statistics.median(cpu[("service", n)]) * 1e3, "statuses": sorted(statuses[("service", n)]),
                "floor_p50_ms": statistics.median(f) * 1e3, "floor_cpu_ms": statistics.median(cpu[("floor", n)]) * 1e3,
+               "whole_p50_ms": statistics.median(w) * 1e3, "whole_p99_ms": nearest_rank(w, 0.99) * 1e3,
+               "whole_cpu_ms": statistics.median(cpu[("whole", n)]) * 1e3,
                "over_limit": n in over, "default_answer": refused.get(n, 200), "other_cpu_pct": other_pct}
         row.update(breakdown(bodies[n]))
         rows.append(row)
         print(f"  {n} nodes ({row['body_mb']:.1f} MB): p50 {row['p50_ms']:.0f} ms, p99 {row['p99_ms']:.0f} ms, "
               f"max {row['max_ms']:.0f} ms, server CPU {row['server_cpu_ms']:.0f} ms/call, statuses {row['statuses']}"
               + (" (raised limit)" if n in over else "")
-              + f"; floor (bare-socket) p50 {row['floor_p50_ms']:.0f} ms, CPU {row['floor_cpu_ms']:.0f} ms; in-process: decode "
+              + f"; decoded whole (not while arriving): p50 {row['whole_p50_ms']:.0f} ms, p99 {row['whole_p99_ms']:.0f} ms, "
+              f"CPU {row['whole_cpu_ms']:.0f} ms; floor (bare-socket) p50 {row['floor_p50_ms']:.0f} ms, CPU {row['floor_cpu_ms']:.0f} ms; in-process: decode "
               f"{row['decode_ms']:.1f} ms, evaluate {row['evaluate_ms']:.1f} ms, encode {row['encode_ms']:.2f} ms", flush=True)
 
 
@@ -323,6 +332,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parts", default="predicate,prioritize,open")
     parser.add_argument("--runs", type=int, default=3, help="predicate rounds (default 3)")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per predicate run (default 3)")
+    parser.add_argument("--nodes", default="50,500,2000", help="prioritize sizes (default 50,500,2000)")
     parser.add_argument("--opens", type=int, default=3, help="timed opens per size (default 3)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one short run: a smoke test, not figures")
     args = parser.parse_args(argv)

@@ -10,7 +10,7 @@ from policy_extender import metrics, trace
 from policy_extender.decide.reply import Reply, VerbError
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
 from policy_extender.wire import decode as wire_decode
-from policy_extender.wire import encode, open_stream, snapshot
+from policy_extender.wire import arriving, encode, snapshot
 
 Service = Any  # policy_extender.service.Service
 EMPTY_OBJECT = b"{}"
@@ -26,7 +26,7 @@ def current_policy(service: Service) -> Any:
 
 
 def on_session_open(service: Service, body: bytes) -> Reply:
-    streamed = open_stream.take(body)
+    streamed = arriving.take(body)
     if streamed is not None:  # decoded while it arrived (web.dispatch.read_request): the rest now
         policy_set, stream = streamed
         trace.note("decode_while_receiving", stream.busy)

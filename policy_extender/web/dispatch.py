@@ -14,12 +14,13 @@ import time
 from typing import Any, Callable, Iterable
 
 from policy_extender import trace
+from policy_extender.decide import names
 from policy_extender.decide.handlers import respond
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
-from policy_extender.wire import open_stream
+from policy_extender.wire import arriving, open_stream, prioritize_stream
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 
@@ -73,12 +74,13 @@ class VerbDispatch:
 def read_request(service: Service, kind: str, environ: dict) -> bytes:
     """The body of one verb call, under the verb's limit; raises VerbError (415, 413, 408, 400).
 
-    An onSessionOpen body is decoded while it arrives (``wire.open_stream``), pruned to the
-    current policy set's reads; ``decide.session_verbs.on_session_open`` takes the result
-    (``open_stream.hand_over`` / ``take``)."""
+    An onSessionOpen or prioritize body (the two that grow with the cluster) is decoded while it
+    arrives (``wire.open_stream``, ``wire.prioritize_stream``), pruned to the current policy
+    set's reads; the verb's decoder takes the result (``wire.arriving.hand_over`` / ``take``)."""
     check_content_type(environ)
     limit, timeout = service.config.body_limit_for(kind), service.config.body_timeout
-    policy_set = service.policies.current if kind == "onSessionOpen" else None
+    stream_type = _STREAMED.get(kind)
+    policy_set = service.policies.current if stream_type is not None else None
     if policy_set is None:
         body = read_body(environ, limit, timeout)
         trace.mark("received")
@@ -86,14 +88,18 @@ def read_request(service: Service, kind: str, environ: dict) -> bytes:
     streams: list = []
 
     def consumer(buffer: Any) -> Callable[[int], bool]:
-        streams.append(open_stream.OpenStream(buffer, len(buffer), policy_set.reads))
+        streams.append(stream_type(buffer, len(buffer), policy_set.reads))
         return streams[0].feed
 
     body = read_body(environ, limit, timeout, consumer)
     trace.mark("received")
     if streams:
-        open_stream.hand_over(body, policy_set, streams[0])
+        arriving.hand_over(body, policy_set, streams[0])
     return body
+
+
+#: the verbs whose bodies are decoded while they arrive, and how
+_STREAMED = {names.ON_SESSION_OPEN: open_stream.OpenStream, names.PRIORITIZE: prioritize_stream.PrioritizeStream}
 
 
 class AnswerThenRelease:

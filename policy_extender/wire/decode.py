@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import msgspec
 
+from policy_extender import trace
 from policy_extender.errors import WireError
+from . import arriving
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, required, struct_of
 from .session_views import NO_SESSION, Allocation
 from .snapshot import Snapshot, allocation_in, decode_session_open
@@ -77,7 +79,8 @@ def _predicate_decoder(frozen: FrozenReads):
 
 
 @built_once
-def _prioritize_decoder(frozen: FrozenReads):
+def prioritize_body_decoder(frozen: FrozenReads):
+    """The whole prioritize body's decoder (``wire.prioritize_stream`` falls back to it)."""
     node = struct_of(frozen, "node")
     body = _body("PrioritizeBody", task=struct_of(frozen, "task"), nodes=list[node | None])
     return msgspec.json.Decoder(body)
@@ -109,7 +112,7 @@ def prepare(reads: Reads | None) -> None:
     """Build every verb's decoder for ``reads`` now (when a policy set goes live), so no request
     pays for it and no two request threads build one at once."""
     frozen = freeze_reads(reads)
-    for factory in (_predicate_decoder, _prioritize_decoder, _victims_decoders, _job_decoder,
+    for factory in (_predicate_decoder, prioritize_body_decoder, _victims_decoders, _job_decoder,
                     _queue_decoder, _task_decoder):
         factory(frozen)
 
@@ -124,10 +127,22 @@ def decode_predicate(body: bytes, reads: Reads | None = None, env=NO_SESSION) ->
 
 
 def decode_prioritize(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> PrioritizeRequest:
-    """``{"task": TaskInfo, "nodes": [NodeInfo]}``; null nodes read as none."""
-    decoded = decode_json(_prioritize_decoder(freeze_reads(reads)), body)
-    nodes = [NodeView(n, env) for n in decoded.nodes or () if n is not None]
-    return PrioritizeRequest(TaskView(required(decoded.task, "$.task"), env), nodes)
+    """``{"task": TaskInfo, "nodes": [NodeInfo]}``; null nodes read as none.
+
+    A body the body reader decoded while it arrived (``wire.prioritize_stream``, handed over
+    through ``wire.arriving``) is finished from there when it was read for the same read set."""
+    frozen = freeze_reads(reads)
+    streamed = arriving.take(body)
+    stream = streamed[1] if streamed is not None else None
+    if stream is not None and getattr(stream, "verb", None) == "prioritize" and stream.frozen == frozen:
+        task, found = stream.finish()
+        trace.note("decode_while_receiving", stream.busy)
+        trace.note("pieces", stream.pieces)
+    else:
+        decoded = decode_json(prioritize_body_decoder(frozen), body)
+        task, found = decoded.task, decoded.nodes
+    nodes = [NodeView(n, env) for n in found or () if n is not None]
+    return PrioritizeRequest(TaskView(required(task, "$.task"), env), nodes)
 
 
 def decode_victims(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> VictimsRequest:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from typing import Any
 
@@ -231,24 +230,6 @@ def _entry_start(buffer: Any, entry: re.Pattern, tail: bytes, start: int, end: i
             if found is not None and found.end() == at + len(tail):
                 return head
         start = at + 1
-
-
-#: this thread's onSessionOpen body decoded while it arrived: (body, policy set, OpenStream)
-_handed = threading.local()
-
-
-def hand_over(body: Any, policy_set: Any, stream: OpenStream) -> None:
-    """The body reader's stream, for this thread's onSessionOpen handler (``take``)."""
-    _handed.open = (body, policy_set, stream)
-
-
-def take(body: Any) -> tuple[Any, OpenStream] | None:
-    """(policy set, stream) handed over for ``body`` by this thread's body reader, else None;
-    whatever was handed over is dropped either way (it holds the body)."""
-    found, _handed.open = getattr(_handed, "open", None), None
-    if found is None or found[0] is not body:
-        return None
-    return found[1], found[2]
 
 
 def decode_streamed(body: Any, reads: Reads | None = None, step: int = PIECE_BYTES,

@@ -39,6 +39,6 @@ def test_prepare_builds_every_verb_decoder_before_a_request_asks():
              "job": frozenset({("Priority",)}), "queue": frozenset({("Weight",)})}
     decode.prepare(reads)
     frozen = decode.freeze_reads(reads)
-    first = decode._prioritize_decoder(frozen), decode._job_decoder(frozen), decode._queue_decoder(frozen)
+    first = decode.prioritize_body_decoder(frozen), decode._job_decoder(frozen), decode._queue_decoder(frozen)
     decode.prepare(reads)
-    assert (decode._prioritize_decoder(frozen), decode._job_decoder(frozen), decode._queue_decoder(frozen)) == first
+    assert (decode.prioritize_body_decoder(frozen), decode._job_decoder(frozen), decode._queue_decoder(frozen)) == first

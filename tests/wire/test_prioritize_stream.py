@@ -1,0 +1,214 @@
+"""prioritize decoded while it arrives (``wire/prioritize_stream.py``) gives exactly the whole-body
+decoder's task and nodes, and its errors, whatever the arrival steps, and leaves the body as it
+came; a body in another shape is decoded whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bench.generate import Bodies, Cluster, ClusterSpec
+from policy_extender.errors import WireError
+from policy_extender.policyset.compile import load_directories
+from policy_extender.wire import arriving, decode, prioritize_stream
+from policy_extender.wire.reading import freeze_reads
+
+ROOT = Path(__file__).resolve().parents[2]
+READS = load_directories([ROOT / "bench" / "policies"]).reads
+
+
+@pytest.fixture(scope="module")
+def sample() -> bytes:
+    """The sample body as Go sends it: compact."""
+    return orjson.dumps(orjson.loads((ROOT / "tests" / "samples" / "prioritize.json").read_bytes()))
+
+
+@pytest.fixture(scope="module")
+def cluster_body() -> bytes:
+    """Every node of a 40 x 20 cluster (bench.generate, Volcano's shape, ~5 MB)."""
+    return Bodies(Cluster(ClusterSpec(nodes=40, pods_per_node=20))).prioritize()
+
+
+def whole(body: bytes) -> tuple:
+    decoded = decode.prioritize_body_decoder(freeze_reads(READS)).decode(body)
+    return decoded.task, decoded.nodes
+
+
+def streamed(body: bytes, step: int, piece: int) -> tuple[tuple, prioritize_stream.PrioritizeStream]:
+    buffer = bytearray(body)
+    stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=piece, stream_from=0)
+    for received in range(step, len(buffer), step):
+        while stream.feed(received):
+            pass
+    result = stream.finish()
+    assert buffer == body, "the body must be left as it arrived"
+    return result, stream
+
+
+def error_of(fn) -> str:
+    with pytest.raises(WireError) as caught:
+        fn()
+    return str(caught.value)
+
+
+def with_nodes(sample: bytes, nodes: list, tail: bytes = b"") -> bytes:
+    data = orjson.loads(sample)
+    return b'{"task":' + orjson.dumps(data["task"]) + b',"nodes":[' + b",".join(
+        b"null" if n is None else orjson.dumps(n) for n in nodes) + b"]" + tail + b"}"
+
+
+def renamed(sample: bytes, count: int) -> list:
+    node = orjson.loads(sample)["nodes"][0]
+    return [dict(node, Name=f"node-{i}") for i in range(count)]
+
+
+@pytest.mark.parametrize("step,piece", [(1000, 1), (4096, 2000), (7, 3000), (100_000, 100)])
+def test_sample_body_in_any_steps_is_the_whole_decode(sample, step, piece):
+    body = with_nodes(sample, renamed(sample, 6))
+    result, stream = streamed(body, step, piece)
+    assert result == whole(body)
+    assert stream.pieces > 0 and len(result[1]) == 6
+
+
+@pytest.mark.parametrize("step,piece", [(1 << 20, 1 << 20), (65536, 256 << 10), (3 << 20, 512 << 10)])
+def test_cluster_body_is_decoded_in_pieces_to_the_whole_decode(cluster_body, step, piece):
+    result, stream = streamed(cluster_body, step, piece)
+    assert result == whole(cluster_body)
+    assert len(result[1]) == 40
+    assert stream.pieces >= 3, "a Volcano-shaped body must be decoded while it arrives"
+    assert len(stream.nodes) < 40, "the last nodes are left to the finishing decode"
+
+
+def test_small_bodies_are_not_streamed_by_default(sample):
+    stream = prioritize_stream.PrioritizeStream(bytearray(sample), len(sample), READS)
+    assert stream.state == "off" and not stream.feed(len(sample))
+    assert stream.finish() == whole(sample)
+
+
+def test_null_elements_stay_where_the_whole_decode_has_them(sample):
+    nodes = renamed(sample, 5)
+    body = with_nodes(sample, [None, nodes[0], None, *nodes[1:], None])
+    result, stream = streamed(body, 300, 1)
+    assert stream.pieces > 0
+    assert result == whole(body)
+    assert [n is None for n in result[1]] == [True, False, True, False, False, False, False, True]
+
+
+def test_a_later_nodes_key_replaces_the_streamed_list_as_in_the_whole_decode(sample):
+    late = dict(orjson.loads(sample)["nodes"][0], Name="late-node")
+    body = with_nodes(sample, renamed(sample, 5), b',"nodes":[' + orjson.dumps(late) + b"]")
+    result, stream = streamed(body, 500, 1)
+    assert stream.pieces > 0
+    assert result == whole(body)
+    assert [n.Name for n in result[1]] == ["late-node"]
+
+
+def test_a_later_null_nodes_key_reads_as_no_nodes(sample):
+    body = with_nodes(sample, renamed(sample, 4), b',"nodes":null')
+    result, stream = streamed(body, 500, 1)
+    assert stream.pieces > 0 and result == whole(body) and result[1] is None
+
+
+def test_an_integer_element_fails_with_the_whole_decoders_error(sample):
+    """The skeleton decoder accepts integers (its sentinel); one from the body is the whole
+    decoder's error, after the pieces or among them."""
+    nodes = renamed(sample, 5)
+    for body in (with_nodes(sample, nodes)[:-2] + b",7]}",
+                 with_nodes(sample, nodes, b',"nodes":[3]')):
+        expected = error_of(lambda: decode.decode_prioritize(body, READS))
+        buffer = bytearray(body)
+        stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=1, stream_from=0)
+        for received in range(300, len(buffer), 300):
+            while stream.feed(received):
+                pass
+        assert stream.pieces > 0
+        with pytest.raises(WireError) as caught:
+            stream.finish()
+        assert str(caught.value) == expected
+
+
+def test_entry_starts_matched_inside_a_node_fall_back_to_the_whole_decode(sample):
+    """A node carrying a list whose elements look like node entries: the piece cut there does
+    not decode, the stream stops and the whole decoder answers (same nodes)."""
+    nodes = renamed(sample, 4)
+    for node in nodes:
+        node["Extra"] = [{"Name": "x", "Node": 1}, {"Name": "y", "Node": 2}]
+    body = with_nodes(sample, nodes)
+    result, stream = streamed(body, 200, 1)
+    assert result == whole(body)
+
+
+def test_a_task_holding_the_list_marker_is_decoded_whole(sample):
+    """``},"nodes":[`` inside the task (a nested object then a "nodes" list of node-shaped
+    objects, which would decode as pieces): the task check at that point fails and nothing is
+    streamed."""
+    data = orjson.loads(sample)
+    data["task"]["Extra"] = {"a": {}, "nodes": renamed(sample, 3)}
+    body = orjson.dumps({"task": data["task"], "nodes": renamed(sample, 4)})
+    assert body.index(b'},"nodes":[{') < body.index(b'"nodes":[', body.index(b"Extra") + 100)
+    result, stream = streamed(body, 100, 1)
+    assert stream.pieces == 0 and stream.state == "off"
+    assert result == whole(body)
+
+
+@pytest.mark.parametrize("damage", ["node", "truncated", "task", "node-number", "escape"])
+def test_a_malformed_body_fails_with_the_whole_decoders_error(cluster_body, damage):
+    body = bytearray(cluster_body)
+    if damage == "node":
+        at = body.index(b'"Node":', 3_000_000)
+        body[at + 6] = ord("]")
+    elif damage == "task":
+        body[body.index(b'"Name"')] = ord("[")
+    elif damage == "node-number":
+        at = body.index(b',{"Name"', 2_000_000)
+        body[at + 1:at + 1] = b"7,"
+    elif damage == "escape":
+        at = body.index(b'"Node"', 2_500_000)
+        body[at + 1] = ord("\\")
+    else:
+        body = body[:len(body) - 1000]
+    body = bytes(body)
+    expected = error_of(lambda: decode.decode_prioritize(body, READS))
+    for step, piece in ((1 << 20, 1 << 20), (65536, 512 << 10)):
+        buffer = bytearray(body)
+        stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=piece, stream_from=0)
+        for received in range(step, len(buffer), step):
+            while stream.feed(received):
+                pass
+        assert error_of(stream.finish) == expected
+        assert buffer == body
+
+
+def test_a_body_in_another_shape_is_decoded_whole(sample):
+    data = orjson.loads(sample)
+    nodes = renamed(sample, 4)
+    for body in (orjson.dumps({"nodes": nodes, "task": data["task"]}),
+                 orjson.dumps({"task": data["task"], "nodes": nodes}, option=orjson.OPT_INDENT_2)):
+        result, stream = streamed(body, 100, 1)
+        assert stream.pieces == 0
+        assert result == whole(body)
+
+
+def test_decode_prioritize_finishes_a_handed_over_stream_only_for_its_body_and_read_set(cluster_body):
+    """The handler's decoder takes the stream the body reader handed over for this very body
+    and read set; for another body, or another policy set's reads, it decodes whole."""
+    buffer = bytearray(cluster_body)
+    stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=1 << 20, stream_from=0)
+    for received in range(1 << 20, len(buffer), 1 << 20):
+        while stream.feed(received):
+            pass
+    assert stream.pieces > 0
+    arriving.hand_over(buffer, None, stream)
+    request = decode.decode_prioritize(buffer, READS)
+    assert [n.name for n in request.nodes] == [n.Name for n in whole(cluster_body)[1]]
+    assert arriving.take(buffer) is None, "taken once"
+
+    sentinel_nodes = [object()]
+    stream.finish = lambda: (whole(cluster_body)[0], sentinel_nodes)  # would be visible if used
+    other_reads = {"node": frozenset({("Name",)})}
+    arriving.hand_over(buffer, None, stream)
+    assert len(decode.decode_prioritize(buffer, other_reads).nodes) == 40
+    arriving.hand_over(bytearray(cluster_body), None, stream)
+    assert len(decode.decode_prioritize(buffer, READS).nodes) == 40
