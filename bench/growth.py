@@ -25,7 +25,8 @@ policy ``bench/policies/gpu.policy``, SQLite session store, the service's **defa
   answer, ``--opens`` opens per size after one warm-up; RSS: each worker's ``VmHWM`` is reset
   before the open (``/proc/PID/clear_refs``), ``peak growth`` = max over workers of ``VmHWM`` after
   minus ``VmRSS`` before; ``held`` = the workers' summed ``VmRSS`` after the open and the close,
-  minus before the first open.
+  minus before the first open, read once two readings 0.1 s apart agree (the answer is sent
+  before the body is unmapped).
 
 Slopes are least-squares fits of the row's y over its x (every size's median), with units; the
 table also says where a size crosses a limit: a body limit, or Volcano's default
@@ -246,7 +247,7 @@ def open_part(args, rows: list[dict]) -> None:
                     times.append(seconds)
                     statuses.add(status)
                     growth.append(max(status_kb(pid, "VmHWM") - before[pid] for pid in workers))
-                held = sum(status_kb(pid, "VmRSS") for pid in workers) - idle
+                held = settled_rss(workers) - idle
                 other = busy_cpu_seconds() - busy0 - (server.cpu_seconds() - cpu0)
                 other_pct = max(other, 0.0) / ((time.perf_counter() - wall0) * (os.cpu_count() or 1)) * 100
             os.remove(path)
@@ -258,6 +259,19 @@ def open_part(args, rows: list[dict]) -> None:
             print(f"  {n} nodes ({size / 1e6:.0f} MB): open median {row['median_s'] * 1e3:.0f} ms, max {row['max_s'] * 1e3:.0f} ms, "
                   f"peak RSS growth {row['peak_growth_mb']:.0f} MB ({row['peak_growth_mb'] / row['body_mb']:.2f}x body), "
                   f"workers hold {row['held_mb']:+.0f} MB after; statuses {row['statuses']}; other CPU {other_pct:.0f} %", flush=True)
+
+
+def settled_rss(workers: list[int], timeout: float = 3.0) -> int:
+    """The workers' summed VmRSS (kB) once two readings 0.1 s apart agree: the answer to an open
+    is sent before its mapped body is unmapped (``web.dispatch.AnswerThenRelease``), so a reading
+    taken right after the answer can still count a 538 MB body."""
+    last, deadline = None, time.monotonic() + timeout
+    while True:
+        now = sum(status_kb(pid, "VmRSS") for pid in workers)
+        if now == last or time.monotonic() > deadline:
+            return now
+        last = now
+        time.sleep(0.1)
 
 
 def _open(server: Server, path: str) -> tuple[float, int]:
