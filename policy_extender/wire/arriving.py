@@ -26,3 +26,12 @@ def take(body: Any) -> tuple[Any, Any] | None:
     if found is None or found[0] is not body:
         return None
     return found[1], found[2]
+
+
+def feed_in_steps(stream: Any, length: int, step: int) -> Any:
+    """``stream`` fed as if its ``length`` bytes arrived ``step`` at a time, each time until it
+    has nothing more to do (tests and benchmarks; the body must already be all there)."""
+    for received in range(step, length, step):
+        while stream.feed(received):
+            pass
+    return stream

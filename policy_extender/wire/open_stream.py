@@ -45,6 +45,7 @@ from typing import Any
 
 import msgspec
 
+from . import arriving
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 from .snapshot import _Object, _open_decoder
 
@@ -238,7 +239,5 @@ def decode_streamed(body: Any, reads: Reads | None = None, step: int = PIECE_BYT
     pieces of ``piece_bytes`` and more (tests compare it with ``snapshot.decode_open_body``);
     ``body`` must be writable; bodies of any size are streamed."""
     stream = OpenStream(body, len(body), reads, piece_bytes=piece_bytes, stream_from=0)
-    for received in range(step, len(body), step):
-        while stream.feed(received):
-            pass
+    arriving.feed_in_steps(stream, len(body), step)
     return stream.finish()

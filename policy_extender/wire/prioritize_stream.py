@@ -42,6 +42,7 @@ from typing import Any
 
 import msgspec
 
+from . import arriving
 from .decode import prioritize_body_decoder
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 
@@ -222,7 +223,5 @@ def decode_streamed(body: Any, reads: Reads | None = None, step: int = PIECE_BYT
     """The whole body through ``PrioritizeStream`` as if it had arrived ``step`` bytes at a time,
     in pieces of ``piece_bytes`` and more (tests and benchmarks); ``body`` must be writable."""
     stream = PrioritizeStream(body, len(body), reads, piece_bytes=piece_bytes, stream_from=0)
-    for received in range(step, len(body), step):
-        while stream.feed(received):
-            pass
+    arriving.feed_in_steps(stream, len(body), step)
     return stream.finish()

@@ -12,7 +12,7 @@ import pytest
 from bench.generate import Cluster, ClusterSpec, write_snapshot
 from policy_extender.policyset.compile import load_directories
 from policy_extender.errors import WireError
-from policy_extender.wire import open_stream, snapshot
+from policy_extender.wire import arriving, open_stream, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = load_directories([ROOT / "bench" / "policies"]).reads
@@ -39,9 +39,7 @@ def whole(body: bytes) -> bytes:
 def streamed(body: bytes, step: int, piece: int) -> tuple[bytes, open_stream.OpenStream]:
     buffer = bytearray(body)
     stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=piece, stream_from=0)
-    for received in range(step, len(buffer), step):
-        while stream.feed(received):
-            pass
+    arriving.feed_in_steps(stream, len(buffer), step)
     result = snapshot.encode_snapshot(stream.finish())
     assert buffer == body, "the body must be left as it arrived"
     return result, stream
@@ -133,9 +131,7 @@ def test_a_malformed_body_fails_with_the_whole_decoders_error(cluster_body, dama
     for step, piece in ((1 << 20, 1 << 20), (65536, 512 << 10)):
         buffer = bytearray(body)
         stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=piece, stream_from=0)
-        for received in range(step, len(buffer), step):
-            while stream.feed(received):
-                pass
+        arriving.feed_in_steps(stream, len(buffer), step)
         assert error_of(stream.finish) == expected
         assert buffer == body
 

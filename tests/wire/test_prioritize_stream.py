@@ -39,9 +39,7 @@ def whole(body: bytes) -> tuple:
 def streamed(body: bytes, step: int, piece: int) -> tuple[tuple, prioritize_stream.PrioritizeStream]:
     buffer = bytearray(body)
     stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=piece, stream_from=0)
-    for received in range(step, len(buffer), step):
-        while stream.feed(received):
-            pass
+    arriving.feed_in_steps(stream, len(buffer), step)
     result = stream.finish()
     assert buffer == body, "the body must be left as it arrived"
     return result, stream
@@ -120,9 +118,7 @@ def test_an_integer_element_fails_with_the_whole_decoders_error(sample):
         expected = error_of(lambda: decode.decode_prioritize(body, READS))
         buffer = bytearray(body)
         stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=1, stream_from=0)
-        for received in range(300, len(buffer), 300):
-            while stream.feed(received):
-                pass
+        arriving.feed_in_steps(stream, len(buffer), 300)
         assert stream.pieces > 0
         with pytest.raises(WireError) as caught:
             stream.finish()
@@ -174,9 +170,7 @@ def test_a_malformed_body_fails_with_the_whole_decoders_error(cluster_body, dama
     for step, piece in ((1 << 20, 1 << 20), (65536, 512 << 10)):
         buffer = bytearray(body)
         stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=piece, stream_from=0)
-        for received in range(step, len(buffer), step):
-            while stream.feed(received):
-                pass
+        arriving.feed_in_steps(stream, len(buffer), step)
         assert error_of(stream.finish) == expected
         assert buffer == body
 
@@ -196,9 +190,7 @@ def test_decode_prioritize_finishes_a_handed_over_stream_only_for_its_body_and_r
     and read set; for another body, or another policy set's reads, it decodes whole."""
     buffer = bytearray(cluster_body)
     stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=1 << 20, stream_from=0)
-    for received in range(1 << 20, len(buffer), 1 << 20):
-        while stream.feed(received):
-            pass
+    arriving.feed_in_steps(stream, len(buffer), 1 << 20)
     assert stream.pieces > 0
     arriving.hand_over(buffer, None, stream)
     request = decode.decode_prioritize(buffer, READS)
