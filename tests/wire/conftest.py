@@ -1,6 +1,5 @@
 """Shared inputs for the wire tests: the real sample bodies and the two read sets."""
 
-from pathlib import Path
 
 import pytest
 

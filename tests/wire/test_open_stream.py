@@ -11,8 +11,8 @@ import pytest
 
 from bench.generate import Cluster, ClusterSpec, write_snapshot
 from policy_extender.policyset.compile import load_directories
-from policy_extender.errors import WireError
 from policy_extender.wire import arriving, open_stream, snapshot
+from tests.wire.streams import assert_fails_like_the_whole_decoder, error_of
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = load_directories([ROOT / "bench" / "policies"]).reads
@@ -44,11 +44,6 @@ def streamed(body: bytes, step: int, piece: int) -> tuple[bytes, open_stream.Ope
     assert buffer == body, "the body must be left as it arrived"
     return result, stream
 
-
-def error_of(fn) -> str:
-    with pytest.raises(WireError) as caught:
-        fn()
-    return str(caught.value)
 
 
 @pytest.mark.parametrize("step,piece", [(1000, 1), (4096, 2000), (7, 3000), (100_000, 100)])
@@ -128,12 +123,7 @@ def test_a_malformed_body_fails_with_the_whole_decoders_error(cluster_body, dama
         body = body[:len(body) - 1000]
     body = bytes(body)
     expected = error_of(lambda: snapshot.decode_open_body(body, READS))
-    for step, piece in ((1 << 20, 1 << 20), (65536, 512 << 10)):
-        buffer = bytearray(body)
-        stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=piece, stream_from=0)
-        arriving.feed_in_steps(stream, len(buffer), step)
-        assert error_of(stream.finish) == expected
-        assert buffer == body
+    assert_fails_like_the_whole_decoder(open_stream.OpenStream, body, READS, expected)
 
 
 def test_a_body_in_another_key_order_is_decoded_whole(sample):

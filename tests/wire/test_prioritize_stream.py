@@ -14,6 +14,7 @@ from policy_extender.errors import WireError
 from policy_extender.policyset.compile import load_directories
 from policy_extender.wire import arriving, decode, prioritize_stream
 from policy_extender.wire.reading import freeze_reads
+from tests.wire.streams import assert_fails_like_the_whole_decoder, error_of
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = load_directories([ROOT / "bench" / "policies"]).reads
@@ -44,11 +45,6 @@ def streamed(body: bytes, step: int, piece: int) -> tuple[tuple, prioritize_stre
     assert buffer == body, "the body must be left as it arrived"
     return result, stream
 
-
-def error_of(fn) -> str:
-    with pytest.raises(WireError) as caught:
-        fn()
-    return str(caught.value)
 
 
 def with_nodes(sample: bytes, nodes: list, tail: bytes = b"") -> bytes:
@@ -167,12 +163,7 @@ def test_a_malformed_body_fails_with_the_whole_decoders_error(cluster_body, dama
         body = body[:len(body) - 1000]
     body = bytes(body)
     expected = error_of(lambda: decode.decode_prioritize(body, READS))
-    for step, piece in ((1 << 20, 1 << 20), (65536, 512 << 10)):
-        buffer = bytearray(body)
-        stream = prioritize_stream.PrioritizeStream(buffer, len(buffer), READS, piece_bytes=piece, stream_from=0)
-        arriving.feed_in_steps(stream, len(buffer), step)
-        assert error_of(stream.finish) == expected
-        assert buffer == body
+    assert_fails_like_the_whole_decoder(prioritize_stream.PrioritizeStream, body, READS, expected)
 
 
 def test_a_body_in_another_shape_is_decoded_whole(sample):
