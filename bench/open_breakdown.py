@@ -5,8 +5,8 @@ and measured in interleaved rounds (floor, service, service-whole, floor, ...) s
 other processes on the host hits each alike:
 
 * ``floor``: ``bench.bare_wsgi:socket_app``: reads the body straight from gunicorn's socket with
-  ``recv_into`` into one buffer allocated at the body's length (``web.socket_body``: a
-  kernel-populated anonymous map from 32 MiB) and answers ``{}``: no decoding, no store;
+  ``recv_into`` into one buffer allocated at the body's length (``web.socket_body``: an
+  anonymous map from 32 MiB, its pages faulted in as the bytes arrive) and answers ``{}``: no decoding, no store;
 * ``service``: ``policy-extender serve`` on ``bench/policies`` with its own SQLite session store,
   as shipped: the body is decoded while it arrives (``wire.open_stream``);
 * ``service-whole``: the same service with the streamed decode switched off
