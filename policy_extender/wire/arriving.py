@@ -19,6 +19,13 @@ def hand_over(body: Any, policy_set: Any, stream: Any) -> None:
     _handed.stream = (body, policy_set, stream)
 
 
+def drop() -> None:
+    """Forget what this thread's body reader handed over and no handler took (a call answered
+    before its body was decoded, e.g. 503 when the session store is lost): it holds the body,
+    up to the verb's body limit, until this thread's next call otherwise."""
+    _handed.stream = None
+
+
 def take(body: Any) -> tuple[Any, Any] | None:
     """(policy set, stream) handed over for ``body`` by this thread's body reader, else None;
     whatever was handed over is dropped either way (it holds the body)."""

@@ -59,3 +59,46 @@ def test_a_large_prioritize_streamed_answers_what_the_whole_decode_answers(monke
     pieces = [line["values"].get("pieces", 0) for line in lines]
     assert pieces[0] > 0 and pieces[2] > 0, "a 27 MB compact body is decoded while it arrives"
     assert pieces[1] == 0, "an indented body is not split"
+
+
+def worker_rss_mb(master: int) -> int:
+    """The summed VmRSS of ``master``'s children (the gunicorn workers), in MB, once it settles
+    (the answer goes before a mapped body is released)."""
+    last = None
+    for _ in range(30):
+        pids = [int(p) for t in Path(f"/proc/{master}/task").iterdir()
+                for p in (t / "children").read_text().split()]
+        now = sum(int(line.split()[1]) for pid in pids
+                  for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if line.startswith("VmRSS:")) // 1024
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.2)
+    return last
+
+
+@pytest.mark.slow
+def test_a_streamed_prioritize_answered_before_its_decode_keeps_no_body(tmp_path):
+    """Refused after its body was read (``--require-session`` and a score rule that reads the
+    session, no session open: 500 before the decode), the streamed body must not stay behind
+    with the worker thread until its next call."""
+    from bench.generate import Bodies, Cluster, ClusterSpec
+
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "spread.policy").write_text("score spread: 10 - session.node.gpu\n")
+    body = Bodies(Cluster(ClusterSpec(nodes=400, pods_per_node=20))).prioritize()
+    assert len(body) > 2 * prioritize_stream.STREAM_FROM  # 54 MB: mapped, streamed
+    server = Server(tmp_path, policies, workers=1, threads=1, extra_args=("--require-session", "true"))
+    try:
+        server.wait_ready()
+        client = VolcanoClient(server.port, timeout=60)
+        before = worker_rss_mb(server.process.pid)
+        statuses = [client.raw("prioritize", body)[0] for _ in range(2)]
+        after = worker_rss_mb(server.process.pid)
+        client.close()
+    finally:
+        server.stop()
+    assert statuses == [500, 500]
+    assert after - before < len(body) / 1e6 / 2, (before, after)
