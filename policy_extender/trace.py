@@ -7,6 +7,8 @@ call to ``FILE``::
      "phases": [["received", t], ["decoded", t], ["encoded", t], ["stored", t], ["replied", t]],
      "values": {"decode_while_receiving": s, "pieces": n}, "end": t}
 
+(the values of a body decoded while it arrived: onSessionOpen, and prioritize from 24 MiB)
+
 and one line per garbage collection (``{"kind": "gc", "generation": 2, "start": t, "end": t,
 "collected": n}``) and per metrics flush (``{"kind": "flush", ...}``). Times are
 ``time.perf_counter()`` (``CLOCK_MONOTONIC``, the same clock in every process of the host,
