@@ -9,6 +9,12 @@ measures the same apps under a real gunicorn.
 ``--session`` opens a session first (the same cluster's onSessionOpen), so the calls take the
 normal path; without it every call is one that arrives with no session open.
 
+The service runs twice per round: as configured (``service``: a predicate node sent again byte for
+byte is not decoded again, ``wire/node_reuse.py``; the calls cycle through 4 tasks x 50 nodes, so
+after the first task every node is one seen before, as in a Volcano cycle) and with that off
+(``service-reuse-off``: every body decoded whole, the code before node reuse); the hand-written
+baseline decodes with the service's decoders, so it runs both ways too.
+
 ``python -m bench.inprocess [--verb predicate|prioritize] [--calls N] [--rounds R] [--session]``
 """
 
@@ -24,6 +30,7 @@ from bench import bare_wsgi, handwritten
 from bench.generate import Bodies, Cluster, ClusterSpec
 from bench.scenarios import predicate_calls
 from bench.server import POLICY_DIR
+from policy_extender.wire import node_reuse
 
 
 def environ(path: str, body: bytes) -> dict:
@@ -68,7 +75,9 @@ def main(argv: list[str] | None = None) -> None:
     calls = predicate_calls(bodies) if args.verb == "predicate" else [("prioritize", "/prioritize", bodies.prioritize())]
     count = args.calls or (1000 if args.verb == "predicate" else 20)
     with tempfile.TemporaryDirectory() as tmp:
-        apps = {"service": service_app(tmp), "handwritten-wsgi": handwritten.wsgi_app, "bare": bare_wsgi.app}
+        service = service_app(tmp)
+        apps = {"service": service, "service-reuse-off": service, "handwritten-wsgi": handwritten.wsgi_app,
+                "handwritten-reuse-off": handwritten.wsgi_app, "bare": bare_wsgi.app}
         if args.session:
             call(apps["service"], "/onSessionOpen", bodies.snapshot())
         for app in apps.values():
@@ -76,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         rounds: dict[str, list[float]] = {name: [] for name in apps}
         for _ in range(args.rounds):
             for name, app in apps.items():
+                node_reuse.configure(0 if name.endswith("-reuse-off") else node_reuse.DEFAULT_MAX_BYTES)
                 rounds[name].append(cpu_per_call(app, calls, count))
     medians = {name: statistics.median(values) for name, values in rounds.items()}
     print(f"{args.verb}, 50 nodes x 20 pods/node, {count} calls x {args.rounds} rounds, "
@@ -83,8 +93,10 @@ def main(argv: list[str] | None = None) -> None:
     for name, value in medians.items():
         print(f"  {name:18s} {value * 1e6:9.1f} us")
     service, hand, bare = medians["service"], medians["handwritten-wsgi"], medians["bare"]
-    print(f"  service / handwritten-wsgi = {service / hand:.3f}; engine extra over the same decoding = "
-          f"{(service - hand) * 1e6:.1f} us; service / bare = {service / bare:.2f}")
+    off, hand_off = medians["service-reuse-off"], medians["handwritten-reuse-off"]
+    print(f"  service / handwritten-wsgi = {service / hand:.3f} (engine extra {(service - hand) * 1e6:.1f} us); "
+          f"reuse off: {off / hand_off:.3f} ({(off - hand_off) * 1e6:.1f} us); "
+          f"service / service-reuse-off = {service / off:.3f}; service / bare = {service / bare:.2f}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ nodes x 20 pods Volcano-shaped predicate bodies, ``bench.generate``), one warm-u
 * variants: the same service started through ``python -m bench.tail serve-variant NAME``, which
   changes one thing in the master before the workers fork (``--variants``):
   ``switch-1ms`` / ``switch-0.5ms`` (``sys.setswitchinterval``: GIL hand-offs between the
-  gthread threads sooner), ``gc-off`` (``gc.disable``: what the garbage collector costs).
+  gthread threads sooner), ``gc-off`` (``gc.disable``: what the garbage collector costs),
+  ``reuse-off`` (``node_reuse_bytes`` 0: every predicate node decoded, as before node reuse).
 
 Per server: req/s, p50, p99 and max client latency (medians over rounds), and the ratio of p99
 to the floor's p99 of the same round. The services run with ``POLICY_EXTENDER_TRACE``: from the
@@ -46,6 +47,8 @@ VARIANTS = {
     "switch-1ms": lambda: sys.setswitchinterval(0.001),
     "switch-0.5ms": lambda: sys.setswitchinterval(0.0005),
     "gc-off": gc.disable,
+    # the service before node reuse: every predicate body decoded whole (wire/node_reuse.py)
+    "reuse-off": lambda: os.environ.__setitem__("POLICY_EXTENDER_NODE_REUSE_BYTES", "0"),
 }
 
 

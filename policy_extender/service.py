@@ -25,7 +25,7 @@ from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.factory import open_store
 from policy_extender.session.tally import Tally
-from policy_extender.wire import decode
+from policy_extender.wire import decode, node_reuse
 
 log = logging.getLogger("policy_extender.web")
 
@@ -58,6 +58,7 @@ class Service:
     def __init__(self, config: Config, sessions: Any | None = None, runtime_dir: str | None = None) -> None:
         self.config = config
         self.runtime_dir = runtime_dir
+        node_reuse.configure(config.node_reuse_bytes)
         self.routes: dict[str, str] = config.verb_paths()
         self.policies = PolicyStore()
         self.last_good = LastGoodCopy(_last_good_path(runtime_dir)) if runtime_dir else None

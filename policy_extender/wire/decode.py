@@ -15,7 +15,7 @@ import msgspec
 
 from policy_extender import trace
 from policy_extender.errors import WireError
-from . import arriving
+from . import arriving, node_reuse
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, required, struct_of
 from .session_views import NO_SESSION, Allocation
 from .snapshot import Snapshot, allocation_in, decode_session_open
@@ -79,6 +79,13 @@ def _predicate_decoder(frozen: FrozenReads):
 
 
 @built_once
+def _predicate_part_decoders(frozen: FrozenReads):
+    """``{"task": …}`` and the node alone: the two parts ``node_reuse`` splits a body into."""
+    task_only = _body("PredicateTaskPart", task=struct_of(frozen, "task"))
+    return msgspec.json.Decoder(task_only), msgspec.json.Decoder(struct_of(frozen, "node") | None)
+
+
+@built_once
 def prioritize_body_decoder(frozen: FrozenReads):
     """The whole prioritize body's decoder (``wire.prioritize_stream`` falls back to it)."""
     node = struct_of(frozen, "node")
@@ -112,7 +119,7 @@ def prepare(reads: Reads | None) -> None:
     """Build every verb's decoder for ``reads`` now (when a policy set goes live), so no request
     pays for it and no two request threads build one at once."""
     frozen = freeze_reads(reads)
-    for factory in (_predicate_decoder, prioritize_body_decoder, _victims_decoders, _job_decoder,
+    for factory in (_predicate_decoder, _predicate_part_decoders, prioritize_body_decoder, _victims_decoders, _job_decoder,
                     _queue_decoder, _task_decoder):
         factory(frozen)
 
@@ -120,10 +127,15 @@ def prepare(reads: Reads | None) -> None:
 # ---------------------------------------------------------------- decoders per verb
 
 def decode_predicate(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> PredicateRequest:
-    """``{"task": TaskInfo, "node": NodeInfo}``."""
-    decoded = decode_json(_predicate_decoder(freeze_reads(reads)), body)
-    return PredicateRequest(TaskView(required(decoded.task, "$.task"), env),
-                            NodeView(required(decoded.node, "$.node"), env))
+    """``{"task": TaskInfo, "node": NodeInfo}``; a node whose bytes this worker decoded before
+    is not decoded again (``wire.node_reuse``: the same result, or the whole body is decoded)."""
+    frozen = freeze_reads(reads)
+    parts = node_reuse.split_decode(body, frozen, *_predicate_part_decoders(frozen))
+    if parts is None:
+        decoded = decode_json(_predicate_decoder(frozen), body)
+        parts = decoded.task, decoded.node
+    return PredicateRequest(TaskView(required(parts[0], "$.task"), env),
+                            NodeView(required(parts[1], "$.node"), env))
 
 
 def decode_prioritize(body: bytes, reads: Reads | None = None, env=NO_SESSION) -> PrioritizeRequest:

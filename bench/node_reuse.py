@@ -1,0 +1,69 @@
+"""What node reuse (``wire/node_reuse.py``) costs and saves per predicate decode, in-process.
+
+Method (printed): ``decode_predicate`` alone (no HTTP, no evaluation) on Volcano-shaped predicate
+bodies of ``--nodes`` nodes x ``--pods`` pods, the benchmark policy's read set, process CPU
+time per call, median of ``--rounds`` interleaved rounds of one pass over the bodies:
+
+* ``off``: ``node_reuse_bytes`` 0, every body decoded whole (the code before node reuse);
+* ``miss``: reuse on, the kept nodes dropped before each round and every node seen once per
+  round: each call splits the body, decodes the node part and keeps it (a node's first call of a
+  cycle, or a node that changed);
+* ``hit``: reuse on, every node kept by the round before: each call compares the node's bytes
+  with the kept ones and decodes only the task (the next tasks of a cycle on unchanged nodes).
+
+``python -m bench.node_reuse [--nodes 50] [--pods 20] [--rounds 9]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from bench.generate import Bodies, Cluster, ClusterSpec
+from bench.server import POLICY_DIR
+from policy_extender.policyset.compile import load_directories
+from policy_extender.wire import decode, node_reuse
+
+
+def per_call(bodies: list[bytes], reads) -> float:
+    t0 = time.process_time()
+    for body in bodies:
+        decode.decode_predicate(body, reads)
+    return (time.process_time() - t0) / len(bodies)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.node_reuse", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--pods", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args(argv)
+    reads = load_directories([POLICY_DIR]).reads
+    cluster = Bodies(Cluster(ClusterSpec(nodes=args.nodes, pods_per_node=args.pods)))
+    bodies = [cluster.predicate(n, 0, 0) for n in range(args.nodes)]
+    size = statistics.median(len(b) for b in bodies)
+    print(f"method: bench/node_reuse.py: decode_predicate only, {args.nodes} bodies of {args.nodes} nodes x "
+          f"{args.pods} pods (median {size / 1e3:.0f} KB), bench/policies read set, process CPU per call, "
+          f"median of {args.rounds} interleaved rounds (off, miss, hit); nproc {os.cpu_count()}, load "
+          f"{open('/proc/loadavg').read().split()[0]}", flush=True)
+    results: dict[str, list[float]] = {"off": [], "miss": [], "hit": []}
+    cap = node_reuse.DEFAULT_MAX_BYTES
+    for _ in range(args.rounds + 1):  # the first round warms the decoders up and is not counted
+        node_reuse.configure(0)
+        off = per_call(bodies, reads)
+        node_reuse.configure(cap)
+        miss = per_call(bodies, reads)
+        hit = per_call(bodies, reads)
+        for name, value in (("off", off), ("miss", miss), ("hit", hit)):
+            results[name].append(value)
+    medians = {name: statistics.median(values[1:]) for name, values in results.items()}
+    for name, value in medians.items():
+        print(f"  {name:5s} {value * 1e6:8.1f} us per call   ({value / medians['off']:.2f}x off)")
+    print(f"  kept after a pass: {node_reuse.kept_bytes() / 1e6:.1f} MB for {args.nodes} nodes "
+          f"(cap {cap / 2**20:.0f} MiB per worker)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""A predicate body's node decoded once per content: the node's exact bytes -> its decoded struct.
+
+Volcano's predicate body is ``{"task": TaskInfo, "node": NodeInfo}``, and within a cycle the same
+NodeInfo is sent byte for byte with every task until an allocation changes it (Go's encoder is
+deterministic). The node is almost the whole body (it embeds every pod on the node: 133 of 138 KB
+at 20 pods), and decoding it is the one cost that grows with the body: msgspec must scan every
+byte it skips. So a worker keeps, per node name, a view of the node's bytes (of the body they
+came in: no copy) and their decoded struct; a body whose node bytes are equal to the kept ones,
+compared in full (a memcmp), reuses the struct, and only the task is decoded.
+
+Exactly the whole decoder's result, or the whole decoder runs. The split is taken only for
+Volcano's layout: the body (trailing whitespace aside) starts ``{"task":`` and ends ``}``, and
+its first ``,"node":`` splits it into ``{"task":…}`` and the node's value. A ``,"node":`` that is
+not the top-level key (a nested key of the task) leaves unbalanced brackets in both parts, so
+neither decodes; a second top-level member after the node leaves the node part with trailing
+members, which does not decode either. Whenever a part does not decode, or the node is ``null``,
+``split_decode`` returns None and the caller decodes the whole body as before: results and
+errors are the whole decoder's. Structs are never written after decoding (the views only read
+them), so one may serve many requests.
+
+Bounds: the kept node bytes of one worker are at most ``max_bytes`` (``configure``; the service sets
+``node_reuse_bytes``, 0 turns it off). A kept node whose bytes changed is replaced. When a new
+node does not fit, the nodes unused for ``STALE_SECONDS`` (gone from the cluster, or not asked
+about for several cycles) are dropped, at most once per ``PURGE_EVERY`` seconds; if it still does
+not fit it is not kept (it is decoded every time, as before). Evicting the least recently used
+instead would keep nothing useful when a cycle's nodes exceed the bound: Volcano asks about them
+in the same order for every task, so each would be evicted just before it is asked for again.
+All of it is dropped when the read set changes (a policy version that reads other fields decodes
+other structs).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import msgspec
+
+_TASK_KEY = b'{"task":'
+_NODE_KEY = b',"node":'
+_NAME_KEY = b'{"Name":"'
+_NAME_MAX = 512  # bytes of a node name looked at (Kubernetes names are at most 253)
+_SPACE = b" \t\r\n"
+
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+STALE_SECONDS = 60.0
+PURGE_EVERY = 10.0
+_clock = time.monotonic
+
+
+class _Kept:
+    """The kept nodes of one read set: name -> [node bytes, decoded struct, last used]."""
+
+    __slots__ = ("frozen", "nodes", "size", "purged_at")
+
+    def __init__(self, frozen: Any) -> None:
+        self.frozen, self.nodes, self.size, self.purged_at = frozen, {}, 0, _clock()
+
+
+_lock = threading.Lock()
+_max_bytes = DEFAULT_MAX_BYTES
+_kept = _Kept(None)
+#: Calls answered from kept bytes / by decoding the node part (benchmarks and tests read these).
+counts = {"reused": 0, "decoded": 0, "whole": 0}
+
+
+def configure(max_bytes: int) -> None:
+    """Cap the bytes kept by this process (0: keep nothing, every body is decoded whole)."""
+    global _max_bytes, _kept
+    with _lock:
+        _max_bytes, _kept = max(0, int(max_bytes)), _Kept(None)
+
+
+def kept_bytes() -> int:
+    return _kept.size
+
+
+def split_decode(body: Any, frozen: Any, task_decoder: msgspec.json.Decoder,
+                 node_decoder: msgspec.json.Decoder) -> tuple[Any, Any] | None:
+    """``(task struct, node struct)`` of a predicate ``body`` in Volcano's layout, the node from
+    kept bytes when equal; None when the whole body must be decoded instead."""
+    if not _max_bytes or not _at(body, 0, _TASK_KEY):
+        return _whole()
+    split = body.find(_NODE_KEY, len(_TASK_KEY))
+    end = len(body)
+    while end and body[end - 1] in _SPACE:
+        end -= 1
+    if split < 0 or body[end - 1] != 0x7D:  # "}"
+        return _whole()
+    start = split + len(_NODE_KEY)
+    node = _node(body, start, end - 1, frozen, node_decoder)
+    if node is None:
+        return _whole()
+    try:
+        task = task_decoder.decode(body[:split] + b"}")
+    except msgspec.MsgspecError:
+        return _whole()
+    return task.task, node
+
+
+def _whole() -> None:
+    counts["whole"] += 1
+    return None
+
+
+def _node(body: Any, start: int, stop: int, frozen: Any, decoder: msgspec.json.Decoder) -> Any:
+    kept = _kept if _kept.frozen == frozen else _reset(frozen)
+    name = _name(body, start)
+    entry = kept.nodes.get(name) if name is not None else None
+    if entry is not None and len(entry[0]) == stop - start and _at(body, start, entry[0]):
+        counts["reused"] += 1
+        entry[2] = _clock()
+        return entry[1]
+    part = _view(body, start, stop)
+    try:
+        node = decoder.decode(part)
+    except msgspec.MsgspecError:
+        return None
+    if node is not None and name is not None:
+        _keep(kept, name, part, node)
+    counts["decoded"] += 1
+    return node
+
+
+def _view(body: Any, start: int, stop: int) -> memoryview:
+    """The node's bytes without a copy: ``bytes`` never change, and the body reader's
+    ``bytearray`` is never written again once returned (``web/socket_body.py``), so a view of
+    either may be kept (keeping the whole body alive, ~4 % more than the node). A mapped body
+    (32 MiB and more) is unmapped after its answer, so its node is copied."""
+    if isinstance(body, (bytes, bytearray)):
+        return memoryview(body)[start:stop]
+    return memoryview(bytes(body[start:stop]))
+
+
+def _at(body: Any, start: int, expected: bytes) -> bool:
+    """The body's bytes from ``start`` are ``expected`` (bytes or a view): a memcmp with no copy
+    for bytes and bytearray (``==`` on a memoryview compares element by element, 100x slower);
+    for an mmap, copies."""
+    startswith = getattr(body, "startswith", None)
+    if startswith is not None:
+        return startswith(expected, start)
+    return body[start:start + len(expected)] == bytes(expected)
+
+
+def _name(body: Any, start: int) -> bytes | None:
+    """The node's ``Name`` when it is the node object's first member (Go's field order), plain."""
+    if not _at(body, start, _NAME_KEY):
+        return None
+    first = start + len(_NAME_KEY)
+    quote = body.find(b'"', first, first + _NAME_MAX)
+    if quote < 0:
+        return None
+    name = bytes(body[first:quote])
+    return None if b"\\" in name else name
+
+
+def _reset(frozen: Any) -> _Kept:
+    global _kept
+    with _lock:
+        if _kept.frozen != frozen:
+            _kept = _Kept(frozen)
+        return _kept
+
+
+def _keep(kept: _Kept, name: bytes, raw: memoryview, node: Any) -> None:
+    with _lock:
+        if kept is not _kept:
+            return
+        old = kept.nodes.get(name)
+        size = kept.size - (len(old[0]) if old else 0) + len(raw)
+        if size > _max_bytes and old is None:
+            size -= _purge(kept)
+        if size <= _max_bytes:
+            kept.nodes[name] = [raw, node, _clock()]
+            kept.size = size
+
+
+def _purge(kept: _Kept) -> int:
+    """Drop the nodes unused for ``STALE_SECONDS`` (at most once per ``PURGE_EVERY``); the bytes freed."""
+    now = _clock()
+    if now - kept.purged_at < PURGE_EVERY:
+        return 0
+    kept.purged_at = now
+    stale = [name for name, entry in kept.nodes.items() if now - entry[2] >= STALE_SECONDS]
+    freed = sum(len(kept.nodes.pop(name)[0]) for name in stale)
+    kept.size -= freed
+    return freed

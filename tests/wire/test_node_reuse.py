@@ -1,0 +1,239 @@
+"""A predicate body's node decoded once per content (``wire/node_reuse.py``): every body decodes to
+exactly what the whole-body decoder gives, or fails with its error, whether the node was kept,
+changed, malformed or in another layout; a node is decoded again as soon as one byte differs."""
+
+from __future__ import annotations
+
+import mmap
+import random
+import threading
+from pathlib import Path
+
+import msgspec
+import orjson
+import pytest
+
+from bench.generate import Bodies, Cluster, ClusterSpec
+from policy_extender.errors import WireError
+from policy_extender.policyset.compile import compile_sources, load_directories
+from policy_extender.wire import decode, node_reuse
+
+ROOT = Path(__file__).resolve().parents[2]
+READS = load_directories([ROOT / "bench" / "policies"]).reads
+SAMPLE = orjson.loads((ROOT / "tests" / "samples" / "predicate.json").read_bytes())
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
+    yield
+    node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
+
+
+def outcome(body, reads=READS) -> tuple:
+    """What ``decode_predicate`` gives: the task and node as plain data, or the error's text."""
+    try:
+        request = decode.decode_predicate(body, reads)
+    except WireError as error:
+        return "error", str(error)
+    return msgspec.to_builtins(request.task.raw), msgspec.to_builtins(request.node.raw)
+
+
+def whole(body, reads=READS) -> tuple:
+    """The same body through the whole-body decoder (reuse off)."""
+    saved = node_reuse._max_bytes, node_reuse._kept
+    node_reuse._max_bytes = 0
+    try:
+        return outcome(body, reads)
+    finally:
+        node_reuse._max_bytes, node_reuse._kept = saved
+
+
+def body_of(task, node, tail: bytes = b"") -> bytes:
+    """Go's layout: compact, ``task`` first."""
+    return b'{"task":' + orjson.dumps(task) + b',"node":' + orjson.dumps(node) + tail + b"}"
+
+
+def counted(fn) -> dict:
+    before = dict(node_reuse.counts)
+    fn()
+    return {k: node_reuse.counts[k] - before[k] for k in before}
+
+
+def test_a_node_sent_again_is_reused_and_equal_to_the_whole_decode():
+    body = body_of(SAMPLE["task"], SAMPLE["node"])
+    assert counted(lambda: outcome(body)) == {"reused": 0, "decoded": 1, "whole": 0}
+    assert counted(lambda: outcome(body)) == {"reused": 1, "decoded": 0, "whole": 0}
+    assert outcome(body) == whole(body)
+    other_task = dict(SAMPLE["task"], Name="another-task")
+    again = body_of(other_task, SAMPLE["node"])
+    assert counted(lambda: outcome(again)) == {"reused": 1, "decoded": 0, "whole": 0}
+    assert outcome(again) == whole(again) and outcome(again)[0]["Name"] == "another-task"
+
+
+def test_a_changed_node_of_the_same_name_and_length_is_decoded_anew():
+    node = SAMPLE["node"]
+    idle = dict(node["Idle"], MilliCPU=1000.0)
+    first = body_of(SAMPLE["task"], dict(node, Idle=idle))
+    second = body_of(SAMPLE["task"], dict(node, Idle=dict(idle, MilliCPU=2000.0)))
+    assert len(first) == len(second)
+    assert outcome(first)[1]["Idle"]["MilliCPU"] == 1000.0
+    assert counted(lambda: outcome(second)) == {"reused": 0, "decoded": 1, "whole": 0}
+    assert outcome(second)[1]["Idle"]["MilliCPU"] == 2000.0
+    assert outcome(second) == whole(second)
+    assert outcome(first) == whole(first), "the replaced entry must not answer for the old bytes"
+
+
+@pytest.mark.parametrize("case", [
+    "nested node key in the task", "member after the node", "node key twice", "node first",
+    "trailing whitespace", "leading whitespace", "spaces after the colon",
+])
+def test_other_layouts_give_the_whole_decoders_result(case):
+    task, node = SAMPLE["task"], SAMPLE["node"]
+    labels = dict(task["Pod"]["metadata"].get("labels") or {}, node="gpu-1")
+    nested = dict(task, Pod=dict(task["Pod"], metadata=dict(task["Pod"]["metadata"], labels=labels)))
+    other = dict(node, Idle=dict(node["Idle"], MilliCPU=1.0))
+    body = {
+        "nested node key in the task": body_of(nested, node),
+        "member after the node": body_of(task, node, b',"extra":{"node":1}'),
+        "node key twice": body_of(task, node, b',"node":' + orjson.dumps(other)),
+        "node first": b'{"node":' + orjson.dumps(node) + b',"task":' + orjson.dumps(task) + b"}",
+        "trailing whitespace": body_of(task, node) + b"\n \t",
+        "leading whitespace": b" " + body_of(task, node),
+        "spaces after the colon": body_of(task, node).replace(b'"node":', b'"node": ', 1),
+    }[case]
+    outcome(body_of(task, node))  # the node is kept: a wrong split would be answered from it
+    assert outcome(body) == whole(body)
+    assert outcome(body)[0] != "error"
+    if case == "nested node key in the task":
+        assert b',"node":"gpu-1"' in body and outcome(body)[0]["Name"] == task["Name"]
+    if case == "node key twice":
+        assert outcome(body)[1]["Idle"]["MilliCPU"] == 1.0, "the later key wins, as in the whole decode"
+
+
+@pytest.mark.parametrize("damage", ["null node", "null task", "node not an object", "wrong type in a read field",
+                                    "truncated", "extra closing brace", "unterminated string in the node"])
+def test_damaged_bodies_fail_with_the_whole_decoders_error_and_keep_nothing(damage):
+    task, node = SAMPLE["task"], SAMPLE["node"]
+    good = body_of(task, node)
+    body = {
+        "null node": b'{"task":' + orjson.dumps(task) + b',"node":null}',
+        "null task": b'{"task":null,"node":' + orjson.dumps(node) + b"}",
+        "node not an object": b'{"task":' + orjson.dumps(task) + b',"node":[1,2]}',
+        "wrong type in a read field": body_of(task, dict(node, Idle=dict(node["Idle"], MilliCPU="lots"))),
+        "truncated": good[:-40],
+        "extra closing brace": good + b"}",
+        "unterminated string in the node": good.replace(b'"Name":"node-0000"', b'"Name":"node-0000', 1),
+    }[damage]
+    expected = whole(body)
+    assert expected[0] == "error"
+    before = node_reuse.kept_bytes()
+    assert outcome(body) == expected
+    assert outcome(good) == whole(good)  # the good one is kept; the damaged one did not replace it
+    if damage in ("null node", "node not an object", "wrong type in a read field", "unterminated string in the node"):
+        assert node_reuse.kept_bytes() == len(good) - len(b'{"task":' + orjson.dumps(task) + b',"node":') - 1
+    assert node_reuse.kept_bytes() >= before
+
+
+def test_random_damage_never_changes_a_result_or_an_error():
+    """500 bodies, each the sample with one byte replaced, inserted or deleted at a random place,
+    decoded after the undamaged body's node was kept: each is the whole decoder's outcome."""
+    rng = random.Random(1616)
+    good = body_of(SAMPLE["task"], SAMPLE["node"])
+    outcome(good)
+    alphabet = b'{}[],:"\\ 0123456789.-eEtrufalsn'
+    for _ in range(500):
+        at = rng.randrange(len(good))
+        kind = rng.choice(("replace", "insert", "delete"))
+        byte = bytes([rng.choice(alphabet)])
+        body = {"replace": good[:at] + byte + good[at + 1:], "insert": good[:at] + byte + good[at:],
+                "delete": good[:at] + good[at + 1:]}[kind]
+        assert outcome(body) == whole(body), (kind, at, byte)
+        assert outcome(good) == whole(good)
+
+
+def test_every_node_of_a_cluster_in_bytes_bytearray_and_mmap():
+    bodies = Bodies(Cluster(ClusterSpec(nodes=12, pods_per_node=20)))
+    for task in range(3):
+        for node in range(12):
+            body = bodies.predicate(node, 0, task)
+            expected = whole(body)
+            with mmap.mmap(-1, len(body)) as mapped:
+                mapped[:] = body
+                for form in (body, bytearray(body), mapped):
+                    assert outcome(form) == expected
+    assert node_reuse.counts["reused"] > 0
+
+
+def test_a_read_set_change_decodes_the_node_with_the_new_fields():
+    body = body_of(SAMPLE["task"], SAMPLE["node"])
+    narrow = compile_sources({"a.policy": "filter node.name != \"x\"\n"}).reads
+    wide = compile_sources({"b.policy": "filter node.labels.zone != \"x\"\n"}).reads
+    assert "Node" not in outcome(body, narrow)[1]
+    assert outcome(body, wide)[1]["Node"]["metadata"]["labels"] == SAMPLE["node"]["Node"]["metadata"]["labels"]
+    assert outcome(body, narrow) == whole(body, narrow)
+    assert outcome(body, wide) == whole(body, wide)
+
+
+def test_the_byte_bound_holds_and_nodes_beyond_it_are_still_decoded_right():
+    bodies = Bodies(Cluster(ClusterSpec(nodes=10, pods_per_node=20)))
+    some = [bodies.predicate(n, 0, 0) for n in range(10)]
+    node_reuse.configure(3 * len(some[0]))
+    for body in some + some:
+        assert outcome(body) == whole(body)
+    assert 0 < node_reuse.kept_bytes() <= 3 * len(some[0])
+    node_reuse.configure(0)
+    assert counted(lambda: [outcome(b) for b in some]) == {"reused": 0, "decoded": 0, "whole": 10}
+    assert node_reuse.kept_bytes() == 0
+
+
+def test_threads_deciding_changing_nodes_at_once_each_get_their_own_bodys_node():
+    """8 threads, 40 bodies each, over 5 node names whose bytes change (Idle differs per body):
+    every result is the whole decoder's for that body."""
+    node = SAMPLE["node"]
+    bodies = [body_of(SAMPLE["task"], dict(node, Name=f"n{i % 5}", Idle=dict(node["Idle"], MilliCPU=float(i % 7))))
+              for i in range(40)]
+    expected = [whole(b) for b in bodies]
+    failures: list = []
+
+    def work(seed: int) -> None:
+        order = list(range(40))
+        random.Random(seed).shuffle(order)
+        for i in order * 3:
+            if outcome(bodies[i]) != expected[i]:
+                failures.append(i)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_the_service_default_is_the_modules_default():
+    from policy_extender.config import Config
+    assert Config().node_reuse_bytes == node_reuse.DEFAULT_MAX_BYTES
+
+
+def test_nodes_unused_for_a_minute_make_room_for_new_ones(monkeypatch):
+    """A full cache is not stuck with nodes that left the cluster: once they are unused for
+    STALE_SECONDS a new node is kept in their place; nodes still asked about stay."""
+    now = [1000.0]
+    monkeypatch.setattr(node_reuse, "_clock", lambda: now[0])
+    bodies = Bodies(Cluster(ClusterSpec(nodes=6, pods_per_node=20)))
+    some = [bodies.predicate(n, 0, 0) for n in range(6)]
+    node_reuse.configure(max(len(b) for b in some) * 3)
+    for body in some[:3]:
+        outcome(body)
+    now[0] += 30
+    outcome(some[2])  # still asked about
+    assert counted(lambda: outcome(some[3])) == {"reused": 0, "decoded": 1, "whole": 0}
+    assert counted(lambda: outcome(some[3])) == {"reused": 0, "decoded": 1, "whole": 0}, "full: not kept"
+    now[0] += node_reuse.STALE_SECONDS - 20  # nodes 0 and 1 unused for 70 s, node 2 for 40 s
+    outcome(some[3])
+    assert counted(lambda: outcome(some[3])) == {"reused": 1, "decoded": 0, "whole": 0}
+    assert counted(lambda: outcome(some[2])) == {"reused": 1, "decoded": 0, "whole": 0}
+    assert counted(lambda: outcome(some[0])) == {"reused": 0, "decoded": 1, "whole": 0}
+    for body in some:
+        assert outcome(body) == whole(body)
