@@ -66,3 +66,23 @@ def test_policy_info_keeps_one_child_however_many_versions(monkeypatch):
     assert [k for k in m.children if k[0] == id(m.policy_info)] == [(id(m.policy_info), ("v499",))]
     samples = {tuple(s.labels.values()): s.value for f in m.policy_info.collect() for s in f.samples}
     assert samples == {("v499",): 1.0}
+
+
+def test_policy_versions_leave_no_value_object_in_prometheus_clients_list(tmp_path):
+    """In multiprocess mode prometheus_client keeps every value object it made in a list (for its
+    reset after a fork); 300 versions must not leave 300 of them there. Run in a fresh process:
+    the client picks its multiprocess value class at import, from the environment."""
+    script = (
+        "from policy_extender import metrics\n"
+        "from prometheus_client import values\n"
+        "init = values.ValueClass.__init__\n"
+        "held = init.__closure__[init.__code__.co_freevars.index('values')].cell_contents\n"
+        "metrics.set_policy_status('v0', 0.0, True, 0)\n"
+        "before = len(held)\n"
+        "for n in range(1, 301):\n"
+        "    metrics.set_policy_status(f'v{n}', float(n), True, 0)\n"
+        "print(before, len(held))\n")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    before, after = map(int, out.stdout.split())
+    assert before > 0 and after == before, out.stdout
