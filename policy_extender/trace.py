@@ -7,7 +7,8 @@ call to ``FILE``::
      "phases": [["received", t], ["decoded", t], ["encoded", t], ["stored", t], ["replied", t]],
      "values": {"decode_while_receiving": s, "pieces": n}, "end": t}
 
-(the values of a body decoded while it arrived: onSessionOpen, and prioritize from 24 MiB)
+(the values of a body decoded while it arrived: onSessionOpen, and prioritize from 24 MiB; a
+predicate has ``"node_reused": 1`` when its node was not decoded again, ``wire.node_reuse``)
 
 and one line per garbage collection (``{"kind": "gc", "generation": 2, "start": t, "end": t,
 "collected": n}``) and per metrics flush (``{"kind": "flush", ...}``). Times are

@@ -131,6 +131,7 @@ def decode_predicate(body: bytes, reads: Reads | None = None, env=NO_SESSION) ->
     is not decoded again (``wire.node_reuse``: the same result, or the whole body is decoded)."""
     frozen = freeze_reads(reads)
     parts = node_reuse.split_decode(body, frozen, *_predicate_part_decoders(frozen))
+    trace.note("node_reused", node_reuse.last_reused())
     if parts is None:
         decoded = decode_json(_predicate_decoder(frozen), body)
         parts = decoded.task, decoded.node

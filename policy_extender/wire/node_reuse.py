@@ -59,6 +59,7 @@ class _Kept:
 
 
 _lock = threading.Lock()
+_thread = threading.local()
 _max_bytes = DEFAULT_MAX_BYTES
 _kept = _Kept(None)
 #: Calls answered from kept bytes / by decoding the node part (benchmarks and tests read these).
@@ -76,10 +77,16 @@ def kept_bytes() -> int:
     return _kept.size
 
 
+def last_reused() -> int:
+    """1 when this thread's last ``split_decode`` reused a kept node, else 0 (for the trace)."""
+    return getattr(_thread, "reused", 0)
+
+
 def split_decode(body: Any, frozen: Any, task_decoder: msgspec.json.Decoder,
                  node_decoder: msgspec.json.Decoder) -> tuple[Any, Any] | None:
     """``(task struct, node struct)`` of a predicate ``body`` in Volcano's layout, the node from
     kept bytes when equal; None when the whole body must be decoded instead."""
+    _thread.reused = 0
     if not _max_bytes or not _at(body, 0, _TASK_KEY):
         return _whole()
     split = body.find(_NODE_KEY, len(_TASK_KEY))
@@ -101,6 +108,7 @@ def split_decode(body: Any, frozen: Any, task_decoder: msgspec.json.Decoder,
 
 def _whole() -> None:
     counts["whole"] += 1
+    _thread.reused = 0
     return None
 
 
@@ -110,6 +118,7 @@ def _node(body: Any, start: int, stop: int, frozen: Any, decoder: msgspec.json.D
     entry = kept.nodes.get(name) if name is not None else None
     if entry is not None and len(entry[0]) == stop - start and _at(body, start, entry[0]):
         counts["reused"] += 1
+        _thread.reused = 1
         entry[2] = _clock()
         return entry[1]
     part = _view(body, start, stop)

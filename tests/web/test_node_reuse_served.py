@@ -1,0 +1,85 @@
+"""Served by a real gunicorn with 2 workers, predicates whose nodes change between tasks (an
+allocation changes a node's idle GPUs, same name, same length) answer exactly what the same
+service answers with node reuse off, call for call, and the reusing server did reuse nodes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bench.generate import Bodies, Cluster, ClusterSpec
+from policy_extender import trace
+from tests.web.volcano import Server, VolcanoClient
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU = "nvidia.com/gpu"
+
+
+def with_idle_gpus(body: bytes, milli: int) -> bytes:
+    """The body with its node's idle GPUs set to ``milli``, compact as Go writes it."""
+    data = orjson.loads(body)
+    data["node"]["Idle"]["ScalarResources"][GPU] = milli
+    return orjson.dumps(data)
+
+
+def cycle_bodies(nodes: int) -> list[bytes]:
+    """4 tasks x every node; between tasks nodes 0, 2, 4, ... go from 3000 to 1000 idle milli-GPUs
+    and back (a 2-GPU task fits, then does not): the same node name and body length, other bytes."""
+    bodies = Bodies(Cluster(ClusterSpec(nodes=nodes, pods_per_node=20)))
+    calls = []
+    for task in range(4):
+        for node in range(nodes):
+            body = bodies.predicate(node, 0, task)
+            if node % 2 == 0:
+                body = with_idle_gpus(body, 1000 if task % 2 else 3000)
+            calls.append(body)
+    return calls
+
+
+def node_part(body: bytes) -> bytes:
+    return body[body.find(b',"node":') + len(b',"node":'):-1]
+
+
+def reused(path: Path, count: int) -> list[int]:
+    deadline, lines = time.monotonic() + 10, []
+    while time.monotonic() < deadline:
+        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        lines = [line for line in lines if line["kind"] == "request" and line["verb"] == "predicate"]
+        if len(lines) >= count:
+            break
+        time.sleep(0.3)
+    return [line["values"].get("node_reused", 0) for line in lines]
+
+
+@pytest.mark.slow
+def test_changing_nodes_answer_as_with_reuse_off(monkeypatch, tmp_path):
+    calls = cycle_bodies(12)
+    first, second = node_part(calls[0]), node_part(calls[12])
+    assert first != second and len(first) == len(second), \
+        "node 0 changes but keeps its length: only the full comparison tells the two apart"
+    path = tmp_path / "on.trace"
+    monkeypatch.setenv(trace.ENV, str(path))
+    on = Server(tmp_path, ROOT / "bench" / "policies", workers=2, threads=4)
+    monkeypatch.delenv(trace.ENV)
+    off = Server(tmp_path, ROOT / "bench" / "policies", workers=2, threads=4,
+                 extra_args=("--node-reuse-bytes", "0"))
+    try:
+        on.wait_ready()
+        off.wait_ready()
+        answers = {}
+        for name, server in (("on", on), ("off", off)):
+            client = VolcanoClient(server.port, workers=6, timeout=30)
+            # each task's predicates in parallel on 6 connections (both workers), tasks in order
+            answers[name] = [a for t in range(4) for a in client.parallel("predicate", calls[t * 12:(t + 1) * 12])]
+            client.close()
+        flags = reused(path, len(calls))
+    finally:
+        on.stop()
+        off.stop()
+    assert answers["on"] == answers["off"]
+    assert answers["off"][0] != answers["off"][12], "node 0's answer must change with its idle GPUs"
+    assert len(flags) == len(calls) and sum(flags) >= 12, f"node reuse must have been used: {sum(flags)} reused"
