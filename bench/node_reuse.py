@@ -11,7 +11,11 @@ time per call, median of ``--rounds`` interleaved rounds of one pass over the bo
 * ``hit``: reuse on, every node kept by the round before: each call compares the node's bytes
   with the kept ones and decodes only the task (the next tasks of a cycle on unchanged nodes).
 
-``python -m bench.node_reuse [--nodes 50] [--pods 20] [--rounds 9]``
+``--verb prioritize``: ``decode_prioritize`` of the all-nodes body instead, ``off`` as above,
+``miss`` with nothing kept (the walk is not tried), ``hit`` after the ``--nodes`` predicate bodies
+kept every node (what a task's predicates leave before its prioritize).
+
+``python -m bench.node_reuse [--verb predicate|prioritize] [--nodes 50] [--pods 20] [--rounds 9]``
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ from policy_extender.policyset.compile import load_directories
 from policy_extender.wire import decode, node_reuse
 
 
-def per_call(bodies: list[bytes], reads) -> float:
+def per_call(bodies: list[bytes], reads, decoder=decode.decode_predicate) -> float:
     t0 = time.process_time()
     for body in bodies:
-        decode.decode_predicate(body, reads)
+        decoder(body, reads)
     return (time.process_time() - t0) / len(bodies)
 
 
@@ -39,28 +43,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--pods", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--verb", choices=("predicate", "prioritize"), default="predicate")
     args = parser.parse_args(argv)
     reads = load_directories([POLICY_DIR]).reads
     cluster = Bodies(Cluster(ClusterSpec(nodes=args.nodes, pods_per_node=args.pods)))
     bodies = [cluster.predicate(n, 0, 0) for n in range(args.nodes)]
     size = statistics.median(len(b) for b in bodies)
-    print(f"method: bench/node_reuse.py: decode_predicate only, {args.nodes} bodies of {args.nodes} nodes x "
-          f"{args.pods} pods (median {size / 1e3:.0f} KB), bench/policies read set, process CPU per call, "
-          f"median of {args.rounds} interleaved rounds (off, miss, hit); nproc {os.cpu_count()}, load "
-          f"{open('/proc/loadavg').read().split()[0]}", flush=True)
     results: dict[str, list[float]] = {"off": [], "miss": [], "hit": []}
     cap = node_reuse.DEFAULT_MAX_BYTES
-    for _ in range(args.rounds + 1):  # the first round warms the decoders up and is not counted
-        node_reuse.configure(0)
-        off = per_call(bodies, reads)
-        node_reuse.configure(cap)
-        miss = per_call(bodies, reads)
-        hit = per_call(bodies, reads)
-        for name, value in (("off", off), ("miss", miss), ("hit", hit)):
-            results[name].append(value)
+    if args.verb == "prioritize":
+        body = cluster.prioritize()
+        print(f"method: bench/node_reuse.py: decode_prioritize only, one body of {args.nodes} nodes x {args.pods} "
+              f"pods ({len(body) / 1e6:.1f} MB), bench/policies read set, process CPU per call, median of "
+              f"{args.rounds} interleaved rounds (off; miss: nothing kept; hit: after the {args.nodes} predicates); "
+              f"nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]}", flush=True)
+        for _ in range(args.rounds + 1):
+            node_reuse.configure(0)
+            off = per_call([body], reads, decode.decode_prioritize)
+            node_reuse.configure(cap)
+            miss = per_call([body], reads, decode.decode_prioritize)
+            per_call(bodies, reads)  # the task's predicates keep its nodes
+            hit = per_call([body], reads, decode.decode_prioritize)
+            for name, value in (("off", off), ("miss", miss), ("hit", hit)):
+                results[name].append(value)
+    else:
+        print(f"method: bench/node_reuse.py: decode_predicate only, {args.nodes} bodies of {args.nodes} nodes x "
+              f"{args.pods} pods (median {size / 1e3:.0f} KB), bench/policies read set, process CPU per call, "
+              f"median of {args.rounds} interleaved rounds (off, miss, hit); nproc {os.cpu_count()}, load "
+              f"{open('/proc/loadavg').read().split()[0]}", flush=True)
+        for _ in range(args.rounds + 1):  # the first round warms the decoders up and is not counted
+            node_reuse.configure(0)
+            off = per_call(bodies, reads)
+            node_reuse.configure(cap)
+            miss = per_call(bodies, reads)
+            hit = per_call(bodies, reads)
+            for name, value in (("off", off), ("miss", miss), ("hit", hit)):
+                results[name].append(value)
     medians = {name: statistics.median(values[1:]) for name, values in results.items()}
     for name, value in medians.items():
-        print(f"  {name:5s} {value * 1e6:8.1f} us per call   ({value / medians['off']:.2f}x off)")
+        print(f"  {name:5s} {value * 1e6:10.1f} us per call   ({value / medians['off']:.2f}x off)")
     print(f"  kept after a pass: {node_reuse.kept_bytes() / 1e6:.1f} MB for {args.nodes} nodes "
           f"(cap {cap / 2**20:.0f} MiB per worker)")
 

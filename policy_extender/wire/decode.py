@@ -80,7 +80,8 @@ def _predicate_decoder(frozen: FrozenReads):
 
 @built_once
 def _predicate_part_decoders(frozen: FrozenReads):
-    """``{"task": …}`` and the node alone: the two parts ``node_reuse`` splits a body into."""
+    """``{"task": …}`` and a node alone: the parts ``node_reuse`` splits a predicate body into,
+    and a prioritize body (its task, and each node element it does not find kept)."""
     task_only = _body("PredicateTaskPart", task=struct_of(frozen, "task"))
     return msgspec.json.Decoder(task_only), msgspec.json.Decoder(struct_of(frozen, "node") | None)
 
@@ -143,17 +144,24 @@ def decode_prioritize(body: bytes, reads: Reads | None = None, env=NO_SESSION) -
     """``{"task": TaskInfo, "nodes": [NodeInfo]}``; null nodes read as none.
 
     A body the body reader decoded while it arrived (``wire.prioritize_stream``, handed over
-    through ``wire.arriving``) is finished from there when it was read for the same read set."""
+    through ``wire.arriving``) is finished from there when it was read for the same read set.
+    Otherwise the nodes this worker kept from predicate bodies are taken as they are
+    (``wire.node_reuse.split_decode_nodes``: the same result, or the whole body is decoded)."""
     frozen = freeze_reads(reads)
     streamed = arriving.take(body)
     stream = streamed[1] if streamed is not None else None
-    if stream is not None and getattr(stream, "verb", None) == "prioritize" and stream.frozen == frozen:
+    if stream is not None and getattr(stream, "verb", None) == "prioritize" and stream.frozen == frozen \
+            and stream.pieces:  # a stream that decoded nothing yet gains nothing over the paths below
         task, found = stream.finish()
         trace.note("decode_while_receiving", stream.busy)
         trace.note("pieces", stream.pieces)
     else:
-        decoded = decode_json(prioritize_body_decoder(frozen), body)
-        task, found = decoded.task, decoded.nodes
+        parts = node_reuse.split_decode_nodes(body, frozen, *_predicate_part_decoders(frozen))
+        trace.note("nodes_reused", node_reuse.last_reused())
+        if parts is None:
+            decoded = decode_json(prioritize_body_decoder(frozen), body)
+            parts = decoded.task, decoded.nodes
+        task, found = parts
     nodes = [NodeView(n, env) for n in found or () if n is not None]
     return PrioritizeRequest(TaskView(required(task, "$.task"), env), nodes)
 

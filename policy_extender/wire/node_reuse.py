@@ -31,6 +31,7 @@ other structs).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -40,6 +41,9 @@ import msgspec
 _TASK_KEY = b'{"task":'
 _NODE_KEY = b',"node":'
 _NAME_KEY = b'{"Name":"'
+_NODES_KEY = b',"nodes":['
+#: where a node element of a prioritize list may start (the ``,`` before it): Go's field order
+NODE_ENTRY = re.compile(rb',\{"Name":"[^"\\]*","Node":')
 _NAME_MAX = 512  # bytes of a node name looked at (Kubernetes names are at most 253)
 _SPACE = b" \t\r\n"
 
@@ -78,7 +82,8 @@ def kept_bytes() -> int:
 
 
 def last_reused() -> int:
-    """1 when this thread's last ``split_decode`` reused a kept node, else 0 (for the trace)."""
+    """The nodes this thread's last ``split_decode`` / ``split_decode_nodes`` took from the kept
+    ones (for the trace; a body then decoded whole counts 0)."""
     return getattr(_thread, "reused", 0)
 
 
@@ -104,6 +109,82 @@ def split_decode(body: Any, frozen: Any, task_decoder: msgspec.json.Decoder,
     except msgspec.MsgspecError:
         return _whole()
     return task.task, node
+
+
+def split_decode_nodes(body: Any, frozen: Any, task_decoder: msgspec.json.Decoder,
+                       node_decoder: msgspec.json.Decoder) -> tuple[Any, list] | None:
+    """``(task struct, node structs)`` of a prioritize ``body`` (``{"task": …, "nodes": […]}``)
+    with the nodes this worker keeps taken from there; None when the whole body must be decoded.
+
+    Prioritize only reads what predicates kept (the same nodes, sent before with each task); it
+    adds nothing. The list is walked element by element from its start, which the task part's
+    decode verifies (as for predicate): at each element start, a kept node whose bytes are equal
+    and are followed by ``,`` or ``]`` is that element (a JSON value read from an element start
+    ends where it ends); any other element is decoded alone up to the next possible entry start
+    (``,{"Name":"…","Node":``), growing to the next one while it does not decode (a match inside
+    a string). ``null`` elements are kept as None, as the whole decoder does. After the list only
+    ``}`` may follow; anything else sends the body to the whole decoder.
+    """
+    kept = _kept
+    _thread.reused = 0
+    if not _max_bytes or not kept.nodes or kept.frozen != frozen or not _at(body, 0, _TASK_KEY):
+        return None
+    split = body.find(_NODES_KEY, len(_TASK_KEY))
+    end = len(body)
+    while end and body[end - 1] in _SPACE:
+        end -= 1
+    if split < 0 or end < 2 or body[end - 2] != 0x5D or body[end - 1] != 0x7D:  # "]}"
+        return None
+    try:
+        task = task_decoder.decode(body[:split] + b"}").task
+    except msgspec.MsgspecError:
+        return None
+    last = end - 2  # the list's "]", if nothing follows it but "}"
+    nodes = _walk(body, split + len(_NODES_KEY), last, kept, node_decoder)
+    return None if nodes is None else (task, nodes)
+
+
+def _walk(body: Any, pos: int, last: int, kept: _Kept, decoder: msgspec.json.Decoder) -> list | None:
+    nodes: list = []
+    if pos == last:
+        return nodes  # "nodes":[]
+    with memoryview(body) as view:
+        while True:
+            value, after = _element(body, view, pos, last, kept, decoder)
+            if after < 0:
+                return None
+            nodes.append(value)
+            if after == last:
+                return nodes
+            if body[after] != 0x2C:  # ","
+                return None
+            pos = after + 1
+
+
+def _element(body: Any, view: memoryview, pos: int, last: int, kept: _Kept,
+             decoder: msgspec.json.Decoder) -> tuple[Any, int]:
+    """(the element at ``pos``, the index after it), or (None, -1)."""
+    if _at(body, pos, b"null"):
+        return None, pos + 4
+    name = _name(body, pos)
+    entry = kept.nodes.get(name) if name is not None else None
+    if entry is not None and pos + len(entry[0]) <= last and _at(body, pos, entry[0]):
+        entry[2] = _clock()
+        _thread.reused += 1
+        return entry[1], pos + len(entry[0])
+    search = pos + 1
+    while True:
+        found = NODE_ENTRY.search(body, search, last)
+        stop = found.start() if found else last
+        try:
+            with view[pos:stop] as part:
+                value = decoder.decode(part)
+        except msgspec.MsgspecError:
+            if found is None:
+                return None, -1
+            search = found.start() + 1
+            continue
+        return (value, stop) if value is not None else (None, -1)
 
 
 def _whole() -> None:

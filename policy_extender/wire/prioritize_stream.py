@@ -36,7 +36,6 @@ and nothing else may read the bytes being decoded meanwhile; it is left as it ar
 from __future__ import annotations
 
 import random
-import re
 import time
 from typing import Any
 
@@ -44,6 +43,7 @@ import msgspec
 
 from . import arriving
 from .decode import prioritize_body_decoder
+from .node_reuse import NODE_ENTRY
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 
 #: decode once this much more has arrived (one decode call holds the GIL ~1 ms per 1.3 MB)
@@ -55,7 +55,6 @@ STREAM_FROM = 24 << 20
 
 _TASK_START = b'{"task":{'
 _NODES_START = b'},"nodes":['
-_NODE_ENTRY = re.compile(rb',\{"Name":"[^"\\]*","Node":')
 _NODE_HEAD = b',{"Name":"'
 _NODE_TAIL = b'","Node":'
 #: longest node name an entry start is recognised with
@@ -212,7 +211,7 @@ def _node_start(buffer: Any, start: int, end: int) -> int:
             return -1
         head = buffer.rfind(_NODE_HEAD, max(start, at - _HEAD_BYTES), at)
         if head >= 0:
-            found = _NODE_ENTRY.match(buffer, head, at + len(_NODE_TAIL))
+            found = NODE_ENTRY.match(buffer, head, at + len(_NODE_TAIL))
             if found is not None and found.end() == at + len(_NODE_TAIL):
                 return head
         start = at + 1

@@ -1,6 +1,7 @@
 """Served by a real gunicorn with 2 workers, predicates whose nodes change between tasks (an
-allocation changes a node's idle GPUs, same name, same length) answer exactly what the same
-service answers with node reuse off, call for call, and the reusing server did reuse nodes."""
+allocation changes a node's idle GPUs, same name, same length), and each task's prioritize over
+those nodes, answer exactly what the same service answers with node reuse off, call for call,
+and the reusing server did reuse nodes."""
 
 from __future__ import annotations
 
@@ -44,19 +45,27 @@ def node_part(body: bytes) -> bytes:
     return body[body.find(b',"node":') + len(b',"node":'):-1]
 
 
-def reused(path: Path, count: int) -> list[int]:
+def prioritize_of(predicates: list[bytes]) -> bytes:
+    """The prioritize body over the nodes of one task's predicate bodies, as Go writes it: the
+    task, then the very node bytes the predicates carried."""
+    first = predicates[0]
+    task = first[len(b'{"task":'):first.find(b',"node":')]
+    return b'{"task":' + task + b',"nodes":[' + b",".join(node_part(b) for b in predicates) + b"]}"
+
+
+def reused(path: Path, verb: str, count: int, value: str) -> list[int]:
     deadline, lines = time.monotonic() + 10, []
     while time.monotonic() < deadline:
         lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-        lines = [line for line in lines if line["kind"] == "request" and line["verb"] == "predicate"]
+        lines = [line for line in lines if line["kind"] == "request" and line["verb"] == verb]
         if len(lines) >= count:
             break
         time.sleep(0.3)
-    return [line["values"].get("node_reused", 0) for line in lines]
+    return [line["values"].get(value, 0) for line in lines]
 
 
 @pytest.mark.slow
-def test_changing_nodes_answer_as_with_reuse_off(monkeypatch, tmp_path):
+def test_changing_nodes_answer_and_score_as_with_reuse_off(monkeypatch, tmp_path):
     calls = cycle_bodies(12)
     first, second = node_part(calls[0]), node_part(calls[12])
     assert first != second and len(first) == len(second), \
@@ -70,16 +79,23 @@ def test_changing_nodes_answer_as_with_reuse_off(monkeypatch, tmp_path):
     try:
         on.wait_ready()
         off.wait_ready()
-        answers = {}
+        answers, scores = {}, {}
         for name, server in (("on", on), ("off", off)):
             client = VolcanoClient(server.port, workers=6, timeout=30)
-            # each task's predicates in parallel on 6 connections (both workers), tasks in order
-            answers[name] = [a for t in range(4) for a in client.parallel("predicate", calls[t * 12:(t + 1) * 12])]
+            answers[name], scores[name] = [], []
+            for t in range(4):  # each task's predicates on 6 connections (both workers), then its prioritize
+                task_calls = calls[t * 12:(t + 1) * 12]
+                answers[name] += client.parallel("predicate", task_calls)
+                scores[name].append(client.call("prioritize", prioritize_of(task_calls))["nodeScore"])
             client.close()
-        flags = reused(path, len(calls))
+        flags = reused(path, "predicate", len(calls), "node_reused")
+        taken = reused(path, "prioritize", 4, "nodes_reused")
     finally:
         on.stop()
         off.stop()
     assert answers["on"] == answers["off"]
+    assert scores["on"] == scores["off"]
+    assert scores["off"][0] != scores["off"][1], "the changed nodes must change the scores"
+    assert len(taken) == 4 and sum(taken) > 0, f"prioritize must have taken kept nodes: {taken}"
     assert answers["off"][0] != answers["off"][12], "node 0's answer must change with its idle GPUs"
     assert len(flags) == len(calls) and sum(flags) >= 12, f"node reuse must have been used: {sum(flags)} reused"

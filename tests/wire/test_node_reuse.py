@@ -237,3 +237,118 @@ def test_nodes_unused_for_a_minute_make_room_for_new_ones(monkeypatch):
     assert counted(lambda: outcome(some[0])) == {"reused": 0, "decoded": 1, "whole": 0}
     for body in some:
         assert outcome(body) == whole(body)
+
+
+# ---------------------------------------------------------------- prioritize: the kept nodes read
+
+PRIORITIZE = orjson.loads((ROOT / "tests" / "samples" / "prioritize.json").read_bytes())
+
+
+def prioritize_outcome(body, reads=READS) -> tuple:
+    try:
+        request = decode.decode_prioritize(body, reads)
+    except WireError as error:
+        return "error", str(error)
+    return msgspec.to_builtins(request.task.raw), [msgspec.to_builtins(n.raw) for n in request.nodes]
+
+
+def prioritize_whole(body, reads=READS) -> tuple:
+    saved = node_reuse._max_bytes, node_reuse._kept
+    node_reuse._max_bytes = 0
+    try:
+        return prioritize_outcome(body, reads)
+    finally:
+        node_reuse._max_bytes, node_reuse._kept = saved
+
+
+def prioritize_body(task, nodes, tail: bytes = b"") -> bytes:
+    return (b'{"task":' + orjson.dumps(task) + b',"nodes":['
+            + b",".join(orjson.dumps(n) for n in nodes) + b"]" + tail + b"}")
+
+
+def keep(nodes) -> None:
+    """What the cycle's predicates leave: each node decoded (and kept) from a predicate body."""
+    for node in nodes:
+        outcome(body_of(SAMPLE["task"], node))
+
+
+def test_prioritize_takes_the_nodes_predicates_kept_and_equals_the_whole_decode():
+    bodies = Bodies(Cluster(ClusterSpec(nodes=12, pods_per_node=20)))
+    for node in range(12):
+        outcome(bodies.predicate(node, 0, 0))
+    body = bodies.prioritize()
+    assert prioritize_outcome(body) == prioritize_whole(body)
+    prioritize_outcome(body)
+    assert node_reuse.last_reused() == 12
+    assert len(prioritize_outcome(body)[1]) == 12
+
+
+def test_prioritize_decodes_the_nodes_that_changed_or_were_never_kept():
+    nodes = PRIORITIZE["nodes"]
+    keep(nodes[:2])
+    changed = dict(nodes[0], Idle=dict(nodes[0]["Idle"], MilliCPU=1.0))
+    body = prioritize_body(PRIORITIZE["task"], [changed, nodes[1], nodes[2]])
+    assert prioritize_outcome(body) == prioritize_whole(body)
+    assert prioritize_outcome(body)[1][0]["Idle"]["MilliCPU"] == 1.0
+    assert node_reuse.last_reused() == 1, "only node 1 is kept with these bytes"
+
+
+@pytest.mark.parametrize("case", [
+    "null elements", "empty list", "null list", "member after the list", "nodes key twice",
+    "nested nodes key in the task", "whitespace", "indented", "false entry start inside a node",
+    "one node",
+])
+def test_prioritize_layouts_give_the_whole_decoders_result(case):
+    task, nodes = PRIORITIZE["task"], PRIORITIZE["nodes"]
+    keep(nodes)
+    labels = dict(task["Pod"]["metadata"].get("labels") or {}, x="y")
+    nested = dict(task, Pod=dict(task["Pod"], metadata=dict(task["Pod"]["metadata"], labels=labels)),
+                  Extra={"a": 1, "nodes": [1]})
+    fake = dict(nodes[1], Node=dict(nodes[1]["Node"], extra=[1, {"Name": "fake", "Node": 2}]))
+    body = {
+        "null elements": prioritize_body(task, nodes).replace(b'"nodes":[', b'"nodes":[null,', 1)[:-2] + b",null]}",
+        "empty list": prioritize_body(task, []),
+        "null list": b'{"task":' + orjson.dumps(task) + b',"nodes":null}',
+        "member after the list": prioritize_body(task, nodes, b',"extra":1'),
+        "nodes key twice": prioritize_body(task, nodes, b',"nodes":[' + orjson.dumps(nodes[2]) + b"]"),
+        "nested nodes key in the task": prioritize_body(nested, nodes),
+        "whitespace": prioritize_body(task, nodes) + b" \n",
+        "indented": orjson.dumps(orjson.loads(prioritize_body(task, nodes)), option=orjson.OPT_INDENT_2),
+        "false entry start inside a node": prioritize_body(task, [nodes[0], fake, nodes[2]]),
+        "one node": prioritize_body(task, nodes[:1]),
+    }[case]
+    expected = prioritize_whole(body)
+    assert expected[0] != "error"
+    assert prioritize_outcome(body) == expected
+    if case == "nodes key twice":
+        assert len(expected[1]) == 1, "the later key wins, as in the whole decode"
+    if case == "false entry start inside a node":
+        assert b',{"Name":"fake","Node":' in body and len(expected[1]) == 3
+
+
+def test_prioritize_random_damage_never_changes_a_result_or_an_error():
+    rng = random.Random(1617)
+    nodes = [dict(n, Name=f"node-{i}") for i, n in enumerate(PRIORITIZE["nodes"] * 2)]
+    good = prioritize_body(PRIORITIZE["task"], nodes)
+    keep(nodes)
+    alphabet = b'{}[],:"\\ 0123456789.-eEtrufalsn'
+    for _ in range(300):
+        at = rng.randrange(len(good))
+        kind = rng.choice(("replace", "insert", "delete"))
+        byte = bytes([rng.choice(alphabet)])
+        body = {"replace": good[:at] + byte + good[at + 1:], "insert": good[:at] + byte + good[at:],
+                "delete": good[:at] + good[at + 1:]}[kind]
+        assert prioritize_outcome(body) == prioritize_whole(body), (kind, at, byte)
+    assert prioritize_outcome(good) == prioritize_whole(good)
+    prioritize_outcome(good)
+    assert node_reuse.last_reused() == len(nodes)
+
+
+def test_prioritize_adds_nothing_to_the_kept_nodes():
+    bodies = Bodies(Cluster(ClusterSpec(nodes=6, pods_per_node=20)))
+    outcome(bodies.predicate(0, 0, 0))
+    before = node_reuse.kept_bytes()
+    body = bodies.prioritize()
+    assert prioritize_outcome(body) == prioritize_whole(body)
+    prioritize_outcome(body)
+    assert node_reuse.kept_bytes() == before and node_reuse.last_reused() == 1
