@@ -14,3 +14,10 @@ def test_the_node_reuse_benchmark_prints_off_miss_and_hit(capsys):
         assert f"  {row}" in out and "us per call" in out
     assert "kept after a pass:" in out
     assert node_reuse._max_bytes == node_reuse.DEFAULT_MAX_BYTES and node_reuse.kept_bytes() > 0
+
+
+def test_the_prioritize_variant_prints_its_method_and_rows(capsys):
+    bench.main(["--verb", "prioritize", "--nodes", "4", "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert out.startswith("method: bench/node_reuse.py: decode_prioritize only, one body of 4 nodes")
+    assert all(f"  {row}" in out for row in ("off ", "miss ", "hit "))
