@@ -39,14 +39,19 @@ def outcome(body, reads=READS) -> tuple:
     return msgspec.to_builtins(request.task.raw), msgspec.to_builtins(request.node.raw)
 
 
-def whole(body, reads=READS) -> tuple:
-    """The same body through the whole-body decoder (reuse off)."""
+def reuse_off(decoded, body, reads) -> tuple:
+    """``decoded(body, reads)`` with node reuse off (the whole-body decoder), the kept nodes kept."""
     saved = node_reuse._max_bytes, node_reuse._kept
     node_reuse._max_bytes = 0
     try:
-        return outcome(body, reads)
+        return decoded(body, reads)
     finally:
         node_reuse._max_bytes, node_reuse._kept = saved
+
+
+def whole(body, reads=READS) -> tuple:
+    """The same body through the whole-body decoder (reuse off)."""
+    return reuse_off(outcome, body, reads)
 
 
 def body_of(task, node, tail: bytes = b"") -> bytes:
@@ -138,18 +143,24 @@ def test_damaged_bodies_fail_with_the_whole_decoders_error_and_keep_nothing(dama
 def test_random_damage_never_changes_a_result_or_an_error():
     """500 bodies, each the sample with one byte replaced, inserted or deleted at a random place,
     decoded after the undamaged body's node was kept: each is the whole decoder's outcome."""
-    rng = random.Random(1616)
     good = body_of(SAMPLE["task"], SAMPLE["node"])
     outcome(good)
+    for body, damage in damaged(good, 500, seed=1616):
+        assert outcome(body) == whole(body), damage
+        assert outcome(good) == whole(good)
+
+
+def damaged(good: bytes, count: int, seed: int):
+    """``count`` copies of ``good``, each with one byte replaced, inserted or deleted at a random
+    place (bytes that matter to JSON), with what was done."""
+    rng = random.Random(seed)
     alphabet = b'{}[],:"\\ 0123456789.-eEtrufalsn'
-    for _ in range(500):
+    for _ in range(count):
         at = rng.randrange(len(good))
         kind = rng.choice(("replace", "insert", "delete"))
         byte = bytes([rng.choice(alphabet)])
-        body = {"replace": good[:at] + byte + good[at + 1:], "insert": good[:at] + byte + good[at:],
-                "delete": good[:at] + good[at + 1:]}[kind]
-        assert outcome(body) == whole(body), (kind, at, byte)
-        assert outcome(good) == whole(good)
+        yield {"replace": good[:at] + byte + good[at + 1:], "insert": good[:at] + byte + good[at:],
+               "delete": good[:at] + good[at + 1:]}[kind], (kind, at, byte)
 
 
 def test_every_node_of_a_cluster_in_bytes_bytearray_and_mmap():
@@ -253,12 +264,7 @@ def prioritize_outcome(body, reads=READS) -> tuple:
 
 
 def prioritize_whole(body, reads=READS) -> tuple:
-    saved = node_reuse._max_bytes, node_reuse._kept
-    node_reuse._max_bytes = 0
-    try:
-        return prioritize_outcome(body, reads)
-    finally:
-        node_reuse._max_bytes, node_reuse._kept = saved
+    return reuse_off(prioritize_outcome, body, reads)
 
 
 def prioritize_body(task, nodes, tail: bytes = b"") -> bytes:
@@ -327,18 +333,11 @@ def test_prioritize_layouts_give_the_whole_decoders_result(case):
 
 
 def test_prioritize_random_damage_never_changes_a_result_or_an_error():
-    rng = random.Random(1617)
     nodes = [dict(n, Name=f"node-{i}") for i, n in enumerate(PRIORITIZE["nodes"] * 2)]
     good = prioritize_body(PRIORITIZE["task"], nodes)
     keep(nodes)
-    alphabet = b'{}[],:"\\ 0123456789.-eEtrufalsn'
-    for _ in range(300):
-        at = rng.randrange(len(good))
-        kind = rng.choice(("replace", "insert", "delete"))
-        byte = bytes([rng.choice(alphabet)])
-        body = {"replace": good[:at] + byte + good[at + 1:], "insert": good[:at] + byte + good[at:],
-                "delete": good[:at] + good[at + 1:]}[kind]
-        assert prioritize_outcome(body) == prioritize_whole(body), (kind, at, byte)
+    for body, damage in damaged(good, 300, seed=1617):
+        assert prioritize_outcome(body) == prioritize_whole(body), damage
     assert prioritize_outcome(good) == prioritize_whole(good)
     prioritize_outcome(good)
     assert node_reuse.last_reused() == len(nodes)
