@@ -79,7 +79,7 @@ def _predicate_decoder(frozen: FrozenReads):
 
 
 @built_once
-def _predicate_part_decoders(frozen: FrozenReads):
+def _part_decoders(frozen: FrozenReads):
     """``{"task": …}`` and a node alone: the parts ``node_reuse`` splits a predicate body into,
     and a prioritize body (its task, and each node element it does not find kept)."""
     task_only = _body("PredicateTaskPart", task=struct_of(frozen, "task"))
@@ -120,7 +120,7 @@ def prepare(reads: Reads | None) -> None:
     """Build every verb's decoder for ``reads`` now (when a policy set goes live), so no request
     pays for it and no two request threads build one at once."""
     frozen = freeze_reads(reads)
-    for factory in (_predicate_decoder, _predicate_part_decoders, prioritize_body_decoder, _victims_decoders, _job_decoder,
+    for factory in (_predicate_decoder, _part_decoders, prioritize_body_decoder, _victims_decoders, _job_decoder,
                     _queue_decoder, _task_decoder):
         factory(frozen)
 
@@ -131,7 +131,7 @@ def decode_predicate(body: bytes, reads: Reads | None = None, env=NO_SESSION) ->
     """``{"task": TaskInfo, "node": NodeInfo}``; a node whose bytes this worker decoded before
     is not decoded again (``wire.node_reuse``: the same result, or the whole body is decoded)."""
     frozen = freeze_reads(reads)
-    parts = node_reuse.split_decode(body, frozen, *_predicate_part_decoders(frozen))
+    parts = node_reuse.split_decode(body, frozen, *_part_decoders(frozen))
     trace.note("node_reused", node_reuse.last_reused())
     if parts is None:
         decoded = decode_json(_predicate_decoder(frozen), body)
@@ -156,7 +156,7 @@ def decode_prioritize(body: bytes, reads: Reads | None = None, env=NO_SESSION) -
         trace.note("decode_while_receiving", stream.busy)
         trace.note("pieces", stream.pieces)
     else:
-        parts = node_reuse.split_decode_nodes(body, frozen, *_predicate_part_decoders(frozen))
+        parts = node_reuse.split_decode_nodes(body, frozen, *_part_decoders(frozen))
         trace.note("nodes_reused", node_reuse.last_reused())
         if parts is None:
             decoded = decode_json(prioritize_body_decoder(frozen), body)

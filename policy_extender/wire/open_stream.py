@@ -61,8 +61,6 @@ _JOBS_END = b'},"Nodes":{'
 _NODE_ENTRY = re.compile(rb',"[^"\\]*":\{"Name":"[^"\\]*","Node":')
 _NODE_TAIL = b'","Node":'
 _NODES_END = b'},"Queues":'
-#: longest key + first field value an entry start is recognised with
-_HEAD_BYTES = 1024
 #: an entry start is looked for again this far back (a start cut by the end of what had arrived)
 _OVERLAP = 4096
 
@@ -127,7 +125,7 @@ class OpenStream:
         window_end = min(received, max(pos + 2 * piece, self.search_from + piece))
         start = max(self.search_from, pos + piece - overlap)
         if start < window_end:
-            stop = _entry_start(self.buffer, entry, tail, start, window_end)
+            stop = arriving.entry_start(self.buffer, entry, b',"', tail, start, window_end)
             if stop >= 0:
                 if self._piece(stop, closes=False):
                     return True
@@ -215,22 +213,6 @@ class OpenStream:
                 merged.update(rest)
                 pruned.Jobs = merged
         return pruned
-
-
-def _entry_start(buffer: Any, entry: re.Pattern, tail: bytes, start: int, end: int) -> int:
-    """Where the first entry start (``entry``) in ``buffer[start:end]`` begins, or -1. Found by
-    its literal tail (``bytes.find``, ~4x faster than the regex's scan on JSON), then the regex
-    matched from the ``,"`` before it."""
-    while True:
-        at = buffer.find(tail, start, end)
-        if at < 0:
-            return -1
-        head = buffer.rfind(b',"', max(start, at - _HEAD_BYTES), at)
-        if head >= 0:
-            found = entry.match(buffer, head, at + len(tail))
-            if found is not None and found.end() == at + len(tail):
-                return head
-        start = at + 1
 
 
 def decode_streamed(body: Any, reads: Reads | None = None, step: int = PIECE_BYTES,

@@ -43,7 +43,7 @@ import msgspec
 
 from . import arriving
 from .decode import prioritize_body_decoder
-from .node_reuse import NODE_ENTRY
+from .node_reuse import node_start
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 
 #: decode once this much more has arrived (one decode call holds the GIL ~1 ms per 1.3 MB)
@@ -55,10 +55,6 @@ STREAM_FROM = 24 << 20
 
 _TASK_START = b'{"task":{'
 _NODES_START = b'},"nodes":['
-_NODE_HEAD = b',{"Name":"'
-_NODE_TAIL = b'","Node":'
-#: longest node name an entry start is recognised with
-_HEAD_BYTES = 1024
 #: an entry start is looked for again this far back (a start cut by the end of what had arrived)
 _OVERLAP = 4096
 #: the task object is looked for this far: a larger one is decoded whole
@@ -145,7 +141,7 @@ class PrioritizeStream:
         start = max(self.search_from, pos + piece - min(_OVERLAP, piece // 2))
         if start >= received:
             return False
-        stop = _node_start(self.buffer, start, received)
+        stop = node_start(self.buffer, start, received)
         if stop < 0:
             self.search_from = max(start, received - _OVERLAP)
             return False
@@ -200,21 +196,6 @@ class PrioritizeStream:
     def _whole(self) -> tuple[Any, list | None]:
         decoded = decode_json(prioritize_body_decoder(self.frozen), self.buffer)
         return decoded.task, decoded.nodes
-
-
-def _node_start(buffer: Any, start: int, end: int) -> int:
-    """Where the first node entry start in ``buffer[start:end]`` begins (its ``,``), or -1.
-    Found by its literal tail (``bytes.find``), then the regex matched from the head before it."""
-    while True:
-        at = buffer.find(_NODE_TAIL, start, end)
-        if at < 0:
-            return -1
-        head = buffer.rfind(_NODE_HEAD, max(start, at - _HEAD_BYTES), at)
-        if head >= 0:
-            found = NODE_ENTRY.match(buffer, head, at + len(_NODE_TAIL))
-            if found is not None and found.end() == at + len(_NODE_TAIL):
-                return head
-        start = at + 1
 
 
 def decode_streamed(body: Any, reads: Reads | None = None, step: int = PIECE_BYTES,

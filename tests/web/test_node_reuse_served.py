@@ -5,8 +5,6 @@ and the reusing server did reuse nodes."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import orjson
@@ -14,7 +12,7 @@ import pytest
 
 from bench.generate import Bodies, Cluster, ClusterSpec
 from policy_extender import trace
-from tests.web.volcano import Server, VolcanoClient
+from tests.web.volcano import Server, VolcanoClient, traced_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = "nvidia.com/gpu"
@@ -53,17 +51,6 @@ def prioritize_of(predicates: list[bytes]) -> bytes:
     return b'{"task":' + task + b',"nodes":[' + b",".join(node_part(b) for b in predicates) + b"]}"
 
 
-def reused(path: Path, verb: str, count: int, value: str) -> list[int]:
-    deadline, lines = time.monotonic() + 10, []
-    while time.monotonic() < deadline:
-        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-        lines = [line for line in lines if line["kind"] == "request" and line["verb"] == verb]
-        if len(lines) >= count:
-            break
-        time.sleep(0.3)
-    return [line["values"].get(value, 0) for line in lines]
-
-
 @pytest.mark.slow
 def test_changing_nodes_answer_and_score_as_with_reuse_off(monkeypatch, tmp_path):
     calls = cycle_bodies(12)
@@ -88,8 +75,8 @@ def test_changing_nodes_answer_and_score_as_with_reuse_off(monkeypatch, tmp_path
                 answers[name] += client.parallel("predicate", task_calls)
                 scores[name].append(client.call("prioritize", prioritize_of(task_calls))["nodeScore"])
             client.close()
-        flags = reused(path, "predicate", len(calls), "node_reused")
-        taken = reused(path, "prioritize", 4, "nodes_reused")
+        flags = [line["values"].get("node_reused", 0) for line in traced_calls(path, "predicate", len(calls))]
+        taken = [line["values"].get("nodes_reused", 0) for line in traced_calls(path, "prioritize", 4)]
     finally:
         on.stop()
         off.stop()

@@ -4,7 +4,6 @@ and answers exactly what the same call decoded whole answers."""
 from __future__ import annotations
 
 import io
-import json
 import time
 from pathlib import Path
 
@@ -13,20 +12,9 @@ import pytest
 
 from policy_extender import trace
 from policy_extender.wire import prioritize_stream
-from tests.web.volcano import Server, VolcanoClient
+from tests.web.volcano import Server, VolcanoClient, traced_calls
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def traced(path: Path, count: int) -> list[dict]:
-    deadline, lines = time.monotonic() + 10, []
-    while time.monotonic() < deadline:
-        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-        lines = [line for line in lines if line["kind"] == "request" and line["verb"] == "prioritize"]
-        if len(lines) >= count:
-            break
-        time.sleep(0.3)
-    return lines
 
 
 @pytest.mark.slow
@@ -49,7 +37,7 @@ def test_a_large_prioritize_streamed_answers_what_the_whole_decode_answers(monke
         assert client.raw("onSessionOpen", snapshot.getvalue())[0] == 200
         answers = [client.raw("prioritize", body) for body in (compact, indented, compact)]
         client.close()
-        lines = traced(path, 3)
+        lines = traced_calls(path, "prioritize", 3)
     finally:
         server.stop()
     assert [status for status, _ in answers] == [200, 200, 200]

@@ -219,3 +219,16 @@ def served(state_dir: Path, policy_dir: Path, store_kind: str, workers: int = 2)
         srv.stop()
         if redis:
             redis.stop()
+
+
+def traced_calls(path: Path, verb: str, count: int, wait: float = 10.0) -> list[dict]:
+    """The ``POLICY_EXTENDER_TRACE`` request lines of ``verb`` in ``path``, once there are
+    ``count`` of them (the workers write theirs every metrics flush) or ``wait`` seconds passed."""
+    deadline, lines = time.monotonic() + wait, []
+    while time.monotonic() < deadline:
+        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        lines = [line for line in lines if line["kind"] == "request" and line["verb"] == verb]
+        if len(lines) >= count:
+            break
+        time.sleep(0.3)
+    return lines

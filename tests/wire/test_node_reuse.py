@@ -345,9 +345,25 @@ def test_prioritize_random_damage_never_changes_a_result_or_an_error():
 
 def test_prioritize_adds_nothing_to_the_kept_nodes():
     bodies = Bodies(Cluster(ClusterSpec(nodes=6, pods_per_node=20)))
-    outcome(bodies.predicate(0, 0, 0))
+    for node in range(4):
+        outcome(bodies.predicate(node, 0, 0))
     before = node_reuse.kept_bytes()
     body = bodies.prioritize()
     assert prioritize_outcome(body) == prioritize_whole(body)
     prioritize_outcome(body)
-    assert node_reuse.kept_bytes() == before and node_reuse.last_reused() == 1
+    assert node_reuse.kept_bytes() == before and node_reuse.last_reused() == 4
+
+
+def test_a_prioritize_of_few_kept_nodes_is_decoded_whole_after_two_alone(monkeypatch):
+    """Decoding elements alone costs twice the whole decode's share (the search for each one's
+    end), so the walk gives up once two more were decoded alone than were kept."""
+    bodies = Bodies(Cluster(ClusterSpec(nodes=12, pods_per_node=20)))
+    outcome(bodies.predicate(11, 0, 0))  # a kept node, the body's last
+    searched = []
+    real = node_reuse.node_start
+    monkeypatch.setattr(node_reuse, "node_start", lambda *a: searched.append(a[1]) or real(*a))
+    body = bodies.prioritize()
+    expected = prioritize_whole(body)
+    assert prioritize_outcome(body) == expected
+    assert node_reuse.last_reused() == 0
+    assert 2 <= len(searched) <= 6, "two elements decoded alone (each found by a search or two), then whole"
