@@ -70,12 +70,17 @@ def test_changing_nodes_answer_and_score_as_with_reuse_off(monkeypatch, tmp_path
         for name, server in (("on", on), ("off", off)):
             client = VolcanoClient(server.port, workers=6, timeout=30)
             answers[name], scores[name] = [], []
-            for t in range(4):  # each task's predicates on 6 connections (both workers), then its prioritize
+            for t in range(4):
+                # each task's predicates on 6 connections (both workers), then again on this
+                # thread's own connection, whose worker then keeps every node the task's
+                # prioritize (on that connection) carries; a worker that kept only some gives
+                # the walk up by design (wire.node_reuse._walk), which would leave nothing to see
                 task_calls = calls[t * 12:(t + 1) * 12]
                 answers[name] += client.parallel("predicate", task_calls)
+                answers[name] += [client.call("predicate", body) for body in task_calls]
                 scores[name].append(client.call("prioritize", prioritize_of(task_calls))["nodeScore"])
             client.close()
-        flags = [line["values"].get("node_reused", 0) for line in traced_calls(path, "predicate", len(calls))]
+        flags = [line["values"].get("node_reused", 0) for line in traced_calls(path, "predicate", 2 * len(calls))]
         taken = [line["values"].get("nodes_reused", 0) for line in traced_calls(path, "prioritize", 4)]
     finally:
         on.stop()
@@ -84,5 +89,6 @@ def test_changing_nodes_answer_and_score_as_with_reuse_off(monkeypatch, tmp_path
     assert scores["on"] == scores["off"]
     assert scores["off"][0] != scores["off"][1], "the changed nodes must change the scores"
     assert len(taken) == 4 and sum(taken) > 0, f"prioritize must have taken kept nodes: {taken}"
-    assert answers["off"][0] != answers["off"][12], "node 0's answer must change with its idle GPUs"
-    assert len(flags) == len(calls) and sum(flags) >= 12, f"node reuse must have been used: {sum(flags)} reused"
+    assert taken == [12, 12, 12, 12], "the worker that had every node's current bytes took them all"
+    assert answers["off"][0] != answers["off"][24], "node 0's answer must change with its idle GPUs"
+    assert len(flags) == 2 * len(calls) and sum(flags) >= 12, f"node reuse must have been used: {sum(flags)} reused"
