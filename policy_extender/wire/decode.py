@@ -151,10 +151,11 @@ def decode_prioritize(body: bytes, reads: Reads | None = None, env=NO_SESSION) -
     streamed = arriving.take(body)
     stream = streamed[1] if streamed is not None else None
     if stream is not None and getattr(stream, "verb", None) == "prioritize" and stream.frozen == frozen \
-            and stream.pieces:  # a stream that decoded nothing yet gains nothing over the paths below
+            and stream.covered:  # a stream that covered nothing yet gains nothing over the paths below
         task, found = stream.finish()
         trace.note("decode_while_receiving", stream.busy)
         trace.note("pieces", stream.pieces)
+        trace.note("nodes_reused", stream.reused if stream.state != "off" else 0)
     else:
         parts = node_reuse.split_decode_nodes(body, frozen, *_part_decoders(frozen))
         trace.note("nodes_reused", node_reuse.last_reused())

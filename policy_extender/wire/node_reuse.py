@@ -187,12 +187,10 @@ def _element(body: Any, view: memoryview, pos: int, last: int, kept: _Kept,
     """(the element at ``pos``, the index after it), or (None, -1)."""
     if _at(body, pos, b"null"):
         return None, pos + 4
-    name = _name(body, pos)
-    entry = kept.nodes.get(name) if name is not None else None
-    if entry is not None and pos + len(entry[0]) <= last and _at(body, pos, entry[0]):
-        entry[2] = _clock()
+    found = _kept_at(body, pos, last, kept)
+    if found is not None:
         _thread.reused += 1
-        return entry[1], pos + len(entry[0])
+        return found
     search = pos + 1
     while True:
         found = node_start(body, search, last)
@@ -206,6 +204,26 @@ def _element(body: Any, view: memoryview, pos: int, last: int, kept: _Kept,
             search = found + 1
             continue
         return (value, stop) if value is not None else (None, -1)
+
+
+def kept_element(body: Any, pos: int, limit: int, frozen: Any) -> tuple[Any, int] | None:
+    """(the kept node struct, the index after it) when the bytes at ``pos`` are a node this
+    worker keeps for the read set ``frozen``, whole before ``limit``; else None. ``pos`` must be
+    where a JSON value starts (the caller verified it): a value read from there ends where the
+    kept bytes end, since they are one whole JSON object."""
+    kept = _kept
+    if not kept.nodes or kept.frozen != frozen:
+        return None
+    return _kept_at(body, pos, limit, kept)
+
+
+def _kept_at(body: Any, pos: int, limit: int, kept: _Kept) -> tuple[Any, int] | None:
+    name = _name(body, pos)
+    entry = kept.nodes.get(name) if name is not None else None
+    if entry is None or pos + len(entry[0]) > limit or not _at(body, pos, entry[0]):
+        return None
+    entry[2] = _clock()
+    return entry[1], pos + len(entry[0])
 
 
 def node_start(buffer: Any, start: int, end: int) -> int:
@@ -250,13 +268,14 @@ def _view(body: Any, start: int, stop: int) -> memoryview:
 
 
 def _at(body: Any, start: int, expected: bytes) -> bool:
-    """The body's bytes from ``start`` are ``expected`` (bytes or a view): a memcmp with no copy
-    for bytes and bytearray (``==`` on a memoryview compares element by element, 100x slower);
-    for an mmap, copies."""
+    """The body's bytes from ``start`` are ``expected`` (bytes or a view) with no copy: a memcmp
+    for bytes and bytearray; for an mmap (no ``startswith``), a ``find`` confined to the one
+    place, as fast (12 ms per 100 MB here; ``==`` on a memoryview compares element by element,
+    100x slower, and a copy first costs 1.5x)."""
     startswith = getattr(body, "startswith", None)
     if startswith is not None:
         return startswith(expected, start)
-    return body[start:start + len(expected)] == bytes(expected)
+    return body.find(expected, start, start + len(expected)) == start
 
 
 def _name(body: Any, start: int) -> bytes | None:

@@ -43,7 +43,7 @@ import msgspec
 
 from . import arriving
 from .decode import prioritize_body_decoder
-from .node_reuse import node_start
+from .node_reuse import kept_element, node_start
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 
 #: decode once this much more has arrived (one decode call holds the GIL ~1 ms per 1.3 MB)
@@ -96,6 +96,9 @@ class PrioritizeStream:
         self.search_from = 0    # where to look for the next entry start (or the list's start)
         self.nodes: list = []   # the pieces' nodes, in order
         self.pieces = 0
+        self.reused = 0         # elements taken from the nodes this worker kept (not decoded)
+        self.alone = 0          # pieces of one element, decoded between kept ones
+        self.misses = 0         # of those, since the last node taken kept
         self.busy = 0.0         # seconds spent decoding pieces
 
     def feed(self, received: int) -> bool:
@@ -134,10 +137,26 @@ class PrioritizeStream:
         self.state = _NODES
         return True
 
+    @property
+    def covered(self) -> bool:
+        """Some of the list was decoded or taken before the last byte."""
+        return bool(self.pieces or self.reused)
+
     def _step(self, received: int) -> bool:
-        """Decode one piece of the node list if an entry start lies ``piece_bytes`` past the
-        piece's start; False when waiting for bytes. No byte is searched twice but the overlap."""
+        """Take the kept nodes at the list's next element, else decode one piece of the node
+        list if an entry start lies ``piece_bytes`` past the piece's start; False when waiting
+        for bytes. Right after a node taken kept, the next element is decoded alone, and the one
+        after it too, so that a piece does not decode the kept nodes after them; after two in a
+        row not kept, pieces are ``piece_bytes`` again until a node is taken (deciding an element
+        alone costs a search over it: a body whose kept nodes all come first, as when the bound
+        let a worker keep only the cycle's first nodes, pays it twice, not once per node). No
+        byte is searched twice but the overlap."""
+        if self._take_kept(received):
+            self.misses = 0
+            return True
         pos, piece = self.pos, self.piece_bytes
+        if self.reused and self.misses < 2:
+            piece = 1
         start = max(self.search_from, pos + piece - min(_OVERLAP, piece // 2))
         if start >= received:
             return False
@@ -145,7 +164,24 @@ class PrioritizeStream:
         if stop < 0:
             self.search_from = max(start, received - _OVERLAP)
             return False
+        if piece == 1:
+            self.alone += 1
+            self.misses += 1
         return self._piece(stop)
+
+    def _take_kept(self, received: int) -> bool:
+        """Take the elements from ``pos`` on whose bytes equal a node this worker kept
+        (``wire.node_reuse``), each followed by ``,`` (the list's last element is left to
+        ``finish``): the same structs the pieces would decode, by a memcmp instead of a scan."""
+        buffer, took = self.buffer, False
+        while True:
+            found = kept_element(buffer, self.pos, received - 1, self.frozen)
+            if found is None or buffer[found[1]] != 0x2C:  # ","
+                return took
+            self.nodes.append(found[0])
+            self.pos = self.search_from = found[1] + 1
+            self.reused += 1
+            took = True
 
     def _piece(self, stop: int) -> bool:
         """Decode ``buffer[pos:stop]`` as elements of the list; ``stop`` is the ``,`` before the
@@ -173,7 +209,7 @@ class PrioritizeStream:
         None) once every byte arrived; raises ``WireError`` exactly as the whole decoder does."""
         while self.feed(self.length):
             pass
-        if self.state == _OFF or self.pieces == 0:
+        if self.state == _OFF or not self.covered:
             return self._whole()
         sentinel = random.getrandbits(62) + (1 << 62)
         covered = self.pos - 1  # the "," after the last piece's last element
@@ -194,6 +230,7 @@ class PrioritizeStream:
         return decoded.task, nodes
 
     def _whole(self) -> tuple[Any, list | None]:
+        self.state = _OFF
         decoded = decode_json(prioritize_body_decoder(self.frozen), self.buffer)
         return decoded.task, decoded.nodes
 

@@ -90,3 +90,46 @@ def test_a_streamed_prioritize_answered_before_its_decode_keeps_no_body(tmp_path
         server.stop()
     assert statuses == [500, 500]
     assert after - before < len(body) / 1e6 / 2, (before, after)
+
+
+@pytest.mark.slow
+def test_a_streamed_prioritize_takes_the_nodes_its_tasks_predicates_kept(monkeypatch, tmp_path):
+    """Under gunicorn, as in a cycle: the task's predicate on every node, then its prioritize of
+    them all (39 MB: mapped and streamed). The worker kept the nodes (``--node-reuse-bytes``
+    raised to hold them), so the prioritize takes them by a memcmp while the body arrives
+    instead of decoding them; the answer is the one of a prioritize sent before any predicate,
+    and the one after a node changed (its idle resources) has that node decoded anew."""
+    from bench.generate import Bodies, Cluster, ClusterSpec
+
+    path = tmp_path / "calls.trace"
+    monkeypatch.setenv(trace.ENV, str(path))
+    cluster = Cluster(ClusterSpec(nodes=200, pods_per_node=30))
+    bodies = Bodies(cluster)
+    body = bodies.prioritize()
+    assert len(body) > 32 << 20, "a mapped body (web/socket_body.MAPPED_FROM)"
+    data = orjson.loads(body)
+    idle = data["nodes"][7]["Idle"]["ScalarResources"]
+    idle["nvidia.com/gpu"] = 7000 if idle["nvidia.com/gpu"] < 5000 else 1000  # same length
+    changed = orjson.dumps(data)
+    assert len(changed) == len(body)
+    server = Server(tmp_path, ROOT / "bench" / "policies", workers=1, threads=2,
+                    extra_args=("--node-reuse-bytes", "64MiB"))
+    try:
+        server.wait_ready()
+        client = VolcanoClient(server.port, timeout=60)
+        answers = [client.raw("prioritize", body)]
+        predicates = [client.raw("predicate", bodies.predicate(i))[0] for i in range(200)]
+        answers += [client.raw("prioritize", body), client.raw("prioritize", changed)]
+        client.close()
+        lines = traced_calls(path, "prioritize", 3)
+    finally:
+        server.stop()
+    assert predicates == [200] * 200
+    assert [status for status, _ in answers] == [200, 200, 200]
+    scores = [orjson.loads(answer)["nodeScore"] for _, answer in answers]
+    assert len(scores[0]) == 200 and scores[1] == scores[0]
+    name = data["nodes"][7]["Name"]
+    assert scores[2][name] != scores[0][name], "the changed node is scored from its new bytes"
+    assert {k: v for k, v in scores[2].items() if k != name} == {k: v for k, v in scores[0].items() if k != name}
+    reused = [line["values"].get("nodes_reused", 0) for line in lines]
+    assert reused[0] == 0 and reused[1] == 199 and reused[2] == 198, reused
