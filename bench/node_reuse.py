@@ -13,9 +13,11 @@ time per call, median of ``--rounds`` interleaved rounds of one pass over the bo
 
 ``--verb prioritize``: ``decode_prioritize`` of the all-nodes body instead, ``off`` as above,
 ``miss`` with nothing kept (the walk is not tried), ``hit`` after the ``--nodes`` predicate bodies
-kept every node (what a task's predicates leave before its prioritize).
+kept every node (what a task's predicates leave before its prioritize). ``--streamed``: the body
+through ``wire.prioritize_stream`` as if it arrived 2 MiB at a time (what the service does from
+24 MiB), from a fresh copy each call (the copy not timed); the bound is raised to hold every node.
 
-``python -m bench.node_reuse [--verb predicate|prioritize] [--nodes 50] [--pods 20] [--rounds 9]``
+``python -m bench.node_reuse [--verb predicate|prioritize] [--streamed] [--nodes 50] [--pods 20] [--rounds 9]``
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import time
 from bench.generate import Bodies, Cluster, ClusterSpec
 from bench.server import POLICY_DIR
 from policy_extender.policyset.compile import load_directories
-from policy_extender.wire import decode, node_reuse
+from policy_extender.wire import decode, node_reuse, prioritize_stream
 
 
 def per_call(bodies: list[bytes], reads, decoder=decode.decode_predicate) -> float:
@@ -44,6 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pods", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--verb", choices=("predicate", "prioritize"), default="predicate")
+    parser.add_argument("--streamed", action="store_true", help="prioritize decoded as it arrives")
     args = parser.parse_args(argv)
     reads = load_directories([POLICY_DIR]).reads
     cluster = Bodies(Cluster(ClusterSpec(nodes=args.nodes, pods_per_node=args.pods)))
@@ -53,17 +56,28 @@ def main(argv: list[str] | None = None) -> None:
     cap = node_reuse.DEFAULT_MAX_BYTES
     if args.verb == "prioritize":
         body = cluster.prioritize()
+        if args.streamed:
+            cap = max(cap, 2 * len(body))
+
+            def streamed(bodies_: list[bytes], reads_) -> float:
+                buffer = bytearray(bodies_[0])
+                t0 = time.process_time()
+                prioritize_stream.decode_streamed(buffer, reads_)
+                return time.process_time() - t0
+        else:
+            def streamed(bodies_: list[bytes], reads_) -> float:
+                return per_call(bodies_, reads_, decode.decode_prioritize)
         print(f"method: bench/node_reuse.py: decode_prioritize only, one body of {args.nodes} nodes x {args.pods} "
-              f"pods ({len(body) / 1e6:.1f} MB), bench/policies read set, process CPU per call, median of "
+              f"pods ({len(body) / 1e6:.1f} MB){', streamed' if args.streamed else ''}, bench/policies read set, process CPU per call, median of "
               f"{args.rounds} interleaved rounds (off; miss: nothing kept; hit: after the {args.nodes} predicates); "
               f"nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]}", flush=True)
         for _ in range(args.rounds + 1):
             node_reuse.configure(0)
-            off = per_call([body], reads, decode.decode_prioritize)
+            off = streamed([body], reads)
             node_reuse.configure(cap)
-            miss = per_call([body], reads, decode.decode_prioritize)
+            miss = streamed([body], reads)
             per_call(bodies, reads)  # the task's predicates keep its nodes
-            hit = per_call([body], reads, decode.decode_prioritize)
+            hit = streamed([body], reads)
             for name, value in (("off", off), ("miss", miss), ("hit", hit)):
                 results[name].append(value)
     else:
@@ -84,6 +98,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {name:5s} {value * 1e6:10.1f} us per call   ({value / medians['off']:.2f}x off)")
     print(f"  kept after a pass: {node_reuse.kept_bytes() / 1e6:.1f} MB for {args.nodes} nodes "
           f"(cap {cap / 2**20:.0f} MiB per worker)")
+    if cap != node_reuse.DEFAULT_MAX_BYTES:
+        node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)  # the process's default again
 
 
 if __name__ == "__main__":

@@ -29,6 +29,12 @@ list):
   stops the pieces, and ``finish`` decodes the whole body with the whole decoder: the answer, and
   any error with its JSON path, are then the whole decoder's by construction.
 
+Nodes this worker kept from the task's predicates (``wire.node_reuse``) are not decoded: at each
+verified element start, an element whose bytes equal a kept node's and are followed by ``,`` is
+that node (one whole JSON object read from an element start ends where its bytes end), and the
+next element starts after the ``,``: the same argument as a piece's, with a memcmp in place of
+the decode. The other elements are decoded in pieces between them.
+
 The buffer must be writable (the separators are rewritten for the duration of one decode call)
 and nothing else may read the bytes being decoded meanwhile; it is left as it arrived.
 """

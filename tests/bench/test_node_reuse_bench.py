@@ -21,3 +21,11 @@ def test_the_prioritize_variant_prints_its_method_and_rows(capsys):
     out = capsys.readouterr().out
     assert out.startswith("method: bench/node_reuse.py: decode_prioritize only, one body of 4 nodes")
     assert all(f"  {row}" in out for row in ("off ", "miss ", "hit "))
+
+
+def test_the_streamed_prioritize_variant_runs_and_restores_the_default_bound(capsys):
+    bench.main(["--verb", "prioritize", "--streamed", "--nodes", "4", "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert "pods (0.1 MB), streamed," in out or ", streamed, bench/policies" in out
+    assert all(f"  {row}" in out for row in ("off ", "miss ", "hit "))
+    assert node_reuse._max_bytes == node_reuse.DEFAULT_MAX_BYTES

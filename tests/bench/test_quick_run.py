@@ -43,3 +43,15 @@ def test_volcano_connection_pattern_dials_most_calls_of_a_fan_out_and_keep_alive
     assert rows["2-idle"]["new_conn_per_call"] > 0.5
     assert rows["keep-alive"]["new_conn_per_call"] < 0.1
     assert "at most 2 stay idle" in run.stdout
+
+
+def test_prioritize_cycle_runs_every_variant_with_every_call_answered():
+    """``python -m bench.prioritize_cycle`` with a tiny cluster: each variant's prioritize after
+    its task's predicates answered 200, no predicate failed, the method printed."""
+    run = subprocess.run([sys.executable, "-m", "bench.prioritize_cycle", "--nodes", "6", "--pods", "4", "--tasks", "2",
+                          "--warmup", "1"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "only the prioritize is timed" in run.stdout
+    rows = [line for line in run.stdout.splitlines() if line.startswith("  ") and " p50 " in line]
+    assert [line.split()[0] for line in rows] == ["kept", "default", "reuse-off", "floor"]
+    assert all("statuses [200]" in line and "predicates 18, failed 0" in line for line in rows), rows
