@@ -1,5 +1,6 @@
 """Generated request ids are version-4 UUIDs in hex, as ``uuid.uuid4().hex`` gives, and distinct."""
 
+import os
 import uuid
 
 from policy_extender import logs
@@ -17,3 +18,28 @@ def test_a_sane_caller_id_is_kept_and_an_insane_one_replaced():
     assert logs.request_id_from("from-volcano") == "from-volcano"
     replaced = logs.request_id_from("has space")
     assert replaced != "has space" and uuid.UUID(hex=replaced).version == 4
+
+
+def in_a_forked_child(fn) -> str:
+    """``fn()`` run in a child made by ``os.fork`` (as gunicorn makes its workers); its text."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.write(write, fn().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        text = pipe.read().decode()
+    os.waitpid(child, 0)
+    return text
+
+
+def test_forked_workers_draw_other_ids_than_their_parent_and_each_other():
+    draw = lambda: " ".join(logs.new_request_id() for _ in range(200))  # noqa: E731
+    first, second = in_a_forked_child(draw).split(), in_a_forked_child(draw).split()
+    mine = draw().split()
+    assert len(first) == len(second) == 200
+    assert not set(first) & set(mine) and not set(second) & set(mine) and not set(first) & set(second)
+
