@@ -155,8 +155,8 @@ def test_a_task_holding_the_list_marker_is_decoded_whole(sample):
     assert result == whole(body)
 
 
-@pytest.mark.parametrize("damage", ["node", "truncated", "task", "node-number", "escape"])
-def test_a_malformed_body_fails_with_the_whole_decoders_error(cluster_body, damage):
+def damaged(cluster_body: bytes, damage: str) -> bytes:
+    """The cluster body with one kind of damage well inside its node list."""
     body = bytearray(cluster_body)
     if damage == "node":
         at = body.index(b'"Node":', 3_000_000)
@@ -169,9 +169,17 @@ def test_a_malformed_body_fails_with_the_whole_decoders_error(cluster_body, dama
     elif damage == "escape":
         at = body.index(b'"Node"', 2_500_000)
         body[at + 1] = ord("\\")
+    elif damage == "after a kept node":
+        at = body.index(b',{"Name"', 1_000_000)
+        body[at] = ord(":")
     else:
         body = body[:len(body) - 1000]
-    body = bytes(body)
+    return bytes(body)
+
+
+@pytest.mark.parametrize("damage", ["node", "truncated", "task", "node-number", "escape"])
+def test_a_malformed_body_fails_with_the_whole_decoders_error(cluster_body, damage):
+    body = damaged(cluster_body, damage)
     expected = error_of(lambda: decode.decode_prioritize(body, READS))
     assert_fails_like_the_whole_decoder(prioritize_stream.PrioritizeStream, body, READS, expected)
 
@@ -303,22 +311,7 @@ def test_few_kept_nodes_leave_the_pieces_as_they_were(cluster_body):
 @pytest.mark.parametrize("damage", ["node", "truncated", "node-number", "escape", "after a kept node"])
 def test_a_malformed_body_with_kept_nodes_fails_with_the_whole_decoders_error(cluster_body, damage):
     keep(Bodies(Cluster(CLUSTER)), range(40))
-    body = bytearray(cluster_body)
-    if damage == "node":
-        at = body.index(b'"Node":', 3_000_000)
-        body[at + 6] = ord("]")
-    elif damage == "node-number":
-        at = body.index(b',{"Name"', 2_000_000)
-        body[at + 1:at + 1] = b"7,"
-    elif damage == "escape":
-        at = body.index(b'"Node"', 2_500_000)
-        body[at + 1] = ord("\\")
-    elif damage == "after a kept node":
-        at = body.index(b',{"Name"', 1_000_000)
-        body[at] = ord(":")
-    else:
-        body = body[:len(body) - 1000]
-    body = bytes(body)
+    body = damaged(cluster_body, damage)
     expected = error_of(lambda: node_reuse_off(lambda: decode.decode_prioritize(body, READS)))
     assert_fails_like_the_whole_decoder(prioritize_stream.PrioritizeStream, body, READS, expected)
 
