@@ -22,7 +22,8 @@ Bounds: the kept node bytes of one worker are at most ``max_bytes`` (``configure
 ``node_reuse_bytes``, 0 turns it off). A kept node whose bytes changed is replaced. When a new
 node does not fit, the nodes unused for ``STALE_SECONDS`` (gone from the cluster, or not asked
 about for several cycles) are dropped, at most once per ``PURGE_EVERY`` seconds; if it still does
-not fit it is not kept (it is decoded every time, as before). Evicting the least recently used
+not fit it is not kept (it is decoded every time, as before), and the first time this happens
+the worker logs it at INFO with what to raise. Evicting the least recently used
 instead would keep nothing useful when a cycle's nodes exceed the bound: Volcano asks about them
 in the same order for every task, so each would be evicted just before it is asked for again.
 All of it is dropped when the read set changes (a policy version that reads other fields decodes
@@ -31,6 +32,7 @@ other structs).
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -55,15 +57,17 @@ DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 STALE_SECONDS = 60.0
 PURGE_EVERY = 10.0
 _clock = time.monotonic
+log = logging.getLogger("policy_extender.wire")
 
 
 class _Kept:
     """The kept nodes of one read set: name -> [node bytes, decoded struct, last used]."""
 
-    __slots__ = ("frozen", "nodes", "size", "purged_at")
+    __slots__ = ("frozen", "nodes", "size", "purged_at", "full_told")
 
     def __init__(self, frozen: Any) -> None:
         self.frozen, self.nodes, self.size, self.purged_at = frozen, {}, 0, _clock()
+        self.full_told = False  # the bound was met and logged (once per read set)
 
 
 _lock = threading.Lock()
@@ -309,6 +313,13 @@ def _keep(kept: _Kept, name: bytes, raw: memoryview, node: Any) -> None:
         if size <= _max_bytes:
             kept.nodes[name] = [raw, node, _clock()]
             kept.size = size
+        elif not kept.full_told:
+            kept.full_told = True
+            log.info("node_reuse_bytes (%.1f MiB) is full with %d nodes of %.1f MiB: node %s (%d KB) and "
+                     "others not kept are decoded from their bytes on every call; raise node_reuse_bytes "
+                     "to about 0.2 MB per node of 30 pods to keep every node (docs/operations.md, Sizing)",
+                     _max_bytes / (1 << 20), len(kept.nodes), kept.size / (1 << 20), name.decode(errors="replace"),
+                     len(raw) >> 10)
 
 
 def _purge(kept: _Kept) -> int:

@@ -186,6 +186,29 @@ def test_a_read_set_change_decodes_the_node_with_the_new_fields():
     assert outcome(body, wide) == whole(body, wide)
 
 
+def test_a_full_bound_is_logged_once_with_what_to_raise(caplog):
+    """The operator learns that nodes are decoded every time because the bound is full, once per
+    worker (and again after a reconfiguration or a read-set change), not once per call."""
+    bodies = Bodies(Cluster(ClusterSpec(nodes=10, pods_per_node=20)))
+    some = [bodies.predicate(n, 0, 0) for n in range(10)]
+    node_reuse.configure(3 * len(some[0]))
+    with caplog.at_level("INFO", logger="policy_extender.wire"):
+        for body in some + some:
+            outcome(body)
+        told = [r.getMessage() for r in caplog.records if r.name == "policy_extender.wire"]
+        assert len(told) == 1, told
+        assert "node_reuse_bytes (0.4 MiB) is full with 3 nodes" in told[0] and "raise node_reuse_bytes" in told[0]
+        assert "node-0003" in told[0], "the first node that did not fit"
+        node_reuse.configure(len(some[0]))
+        for body in some:
+            outcome(body)
+        assert len([r for r in caplog.records if r.name == "policy_extender.wire"]) == 2
+        node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
+        for body in some:
+            outcome(body)
+        assert len([r for r in caplog.records if r.name == "policy_extender.wire"]) == 2, "nothing to tell"
+
+
 def test_the_byte_bound_holds_and_nodes_beyond_it_are_still_decoded_right():
     bodies = Bodies(Cluster(ClusterSpec(nodes=10, pods_per_node=20)))
     some = [bodies.predicate(n, 0, 0) for n in range(10)]
