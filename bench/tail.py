@@ -15,7 +15,9 @@ nodes x 20 pods Volcano-shaped predicate bodies, ``bench.generate``), one warm-u
   changes one thing in the master before the workers fork (``--variants``):
   ``switch-1ms`` / ``switch-0.5ms`` (``sys.setswitchinterval``: GIL hand-offs between the
   gthread threads sooner), ``gc-off`` (``gc.disable``: what the garbage collector costs),
-  ``reuse-off`` (``node_reuse_bytes`` 0: every predicate node decoded, as before node reuse).
+  ``reuse-off`` (``node_reuse_bytes`` 0: every predicate node decoded, as before node reuse),
+  ``arenas-default`` (``MALLOC_ARENA_MAX`` set in the environment, so ``heap.bound_arenas``
+  leaves glibc's default of 8 arenas per core: the service before the arena cap).
 
 Per server: req/s, p50, p99 and max client latency (medians over rounds), and the ratio of p99
 to the floor's p99 of the same round. The services run with ``POLICY_EXTENDER_TRACE``: from the
@@ -49,6 +51,8 @@ VARIANTS = {
     "gc-off": gc.disable,
     # the service before node reuse: every predicate body decoded whole (wire/node_reuse.py)
     "reuse-off": lambda: os.environ.__setitem__("POLICY_EXTENDER_NODE_REUSE_BYTES", "0"),
+    # the service before the arena cap (policy_extender/heap.py): glibc's default, 8 per core
+    "arenas-default": lambda: os.environ.__setitem__("MALLOC_ARENA_MAX", str(8 * (os.cpu_count() or 1))),
 }
 
 

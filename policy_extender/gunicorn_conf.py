@@ -83,8 +83,9 @@ def _logconfig(config: Config) -> dict[str, Any]:
 
 def on_starting(server: Any) -> None:
     """Master, before any worker forks: the metrics' multiprocess directory; large buffers out of
-    the C heap (``heap.py``; the workers inherit the setting)."""
+    the C heap and malloc arenas capped (``heap.py``; the workers inherit the settings)."""
     heap.bound_large_allocations()
+    heap.bound_arenas()
     metrics.on_starting(server)
 
 
@@ -109,8 +110,9 @@ def post_worker_init(worker: Any) -> None:
     """Worker, after gunicorn reset its signal handlers: SIGHUP to a worker reloads its policies;
     a fatal signal (SIGSEGV, SIGBUS ...) prints every thread's Python stack to the log first;
     large buffers stay out of the C heap (``heap.py``: set in the master already, again here for
-    a worker of a master that did not run ``on_starting``)."""
+    a worker of a master that did not run ``on_starting``), and so do its malloc arenas."""
     heap.bound_large_allocations()
+    heap.bound_arenas()
     faulthandler.enable(all_threads=True)
     service = getattr(worker.wsgi, "extensions", {}).get("policy_extender")
     if service is not None:

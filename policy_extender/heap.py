@@ -15,6 +15,15 @@ kernel when freed, whichever thread made it. Allocations under it (a predicate b
 a decode makes) stay on the heap as before. The cost is the page faults of mapping such a buffer
 afresh each time (about 2 ms for a 6.7 MB body here). On a C library other than glibc (musl)
 this does nothing and says so.
+
+``bound_arenas()`` caps the number of malloc arenas of a process at ``ARENA_MAX`` (glibc's default
+is 8 per core): each gthread thread otherwise gets an arena of its own, and what it frees stays
+there for that thread, so a worker's small allocations spread over 5 heaps that each keep their
+freed chunks. Measured side by side (``python -m bench.memory --minutes 10``, two servers at
+once): with ``MALLOC_ARENA_MAX=2`` the pod grew +0.04 MiB/min over minutes 5-10 (148.0 to 148.1
+MiB) against +0.12 (152.1 to 152.7) with glibc's default. The GIL keeps the threads from
+allocating at the same moment most of the time, so they rarely wait on an arena's lock. An
+operator's own ``MALLOC_ARENA_MAX`` in the environment wins (glibc read it at start).
 """
 
 from __future__ import annotations
@@ -22,13 +31,16 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 
 log = logging.getLogger(__name__)
 
 #: bytes: allocations of this size and more are always mmapped and unmapped at free
 LARGE = 1 << 20
+#: malloc arenas per process (the main one included)
+ARENA_MAX = 2
 #: mallopt parameter numbers (glibc malloc.h)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 
 _done: int | None = None
 
@@ -58,6 +70,19 @@ def bound_large_allocations(threshold: int = LARGE) -> bool:
         return False
     _done = threshold
     return True
+
+
+def bound_arenas(count: int = ARENA_MAX) -> bool:
+    """At most ``count`` malloc arenas in this process and the ones it forks, for the threads
+    that make their first allocation from now on; False when the C library is not glibc or the
+    environment sets ``MALLOC_ARENA_MAX`` (then that value stands)."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    libc = _libc()
+    if libc is None:
+        return False
+    libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    return bool(libc.mallopt(M_ARENA_MAX, count))
 
 
 class MallocInfo(ctypes.Structure):

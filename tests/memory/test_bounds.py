@@ -86,3 +86,52 @@ def test_policy_versions_leave_no_value_object_in_prometheus_clients_list(tmp_pa
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     before, after = map(int, out.stdout.split())
     assert before > 0 and after == before, out.stdout
+
+
+#: In a fresh interpreter: 8 threads each allocate (through malloc: objects over 512 bytes) while
+#: all are alive; print how many malloc arenas glibc then reports (``malloc_stats`` on stderr).
+ARENAS = textwrap.dedent("""
+    import ctypes, threading, types
+    from policy_extender import heap
+    {setup}
+    barrier, keep = threading.Barrier(8), []
+    def work():
+        blocks = [bytes(1000 + i) for i in range(200)]
+        barrier.wait()
+        keep.append(blocks)
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    ctypes.CDLL("libc.so.6").malloc_stats()
+""")
+
+
+def arenas_after_8_threads(setup: str, env: dict | None = None, arena_max: int | None = None) -> int:
+    env = {k: v for k, v in (env or os.environ).items() if k != "MALLOC_ARENA_MAX"}
+    if arena_max is not None:
+        env["MALLOC_ARENA_MAX"] = str(arena_max)
+    err = subprocess.run([sys.executable, "-c", ARENAS.format(setup=setup)], check=True,
+                         capture_output=True, text=True, env=env).stderr
+    return sum(line.startswith("Arena ") for line in err.splitlines())
+
+
+def test_without_the_cap_each_thread_gets_an_arena_of_its_own():
+    """What the cap exists for (so the tests below can fail)."""
+    assert arenas_after_8_threads("") == 9
+
+
+def test_bound_arenas_caps_them_at_two():
+    assert arenas_after_8_threads("assert heap.bound_arenas()") == heap.ARENA_MAX == 2
+
+
+def test_a_served_worker_gets_the_arena_cap_from_its_gunicorn_hooks(tmp_path):
+    master = ("from policy_extender.config import Config; from policy_extender import gunicorn_conf;"
+              "gunicorn_conf.settings(Config())['on_starting'](None)")
+    worker = ("from policy_extender.config import Config; from policy_extender import gunicorn_conf;"
+              "gunicorn_conf.settings(Config())['post_worker_init'](types.SimpleNamespace(wsgi=None))")
+    assert arenas_after_8_threads(master, {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}) == 2
+    assert arenas_after_8_threads(worker) == 2
+
+
+def test_an_operators_malloc_arena_max_stands():
+    assert arenas_after_8_threads("assert not heap.bound_arenas()", arena_max=4) == 4
