@@ -34,25 +34,14 @@ import time
 from bench.generate import Bodies, Cluster, ClusterSpec
 from bench.growth import load, nearest_rank
 from bench.load import Connection, Pool
-from bench.server import Server
+from bench.server import Server, status_kb
 
 MIB = 1 << 20
 
 
 def rss_mib(server: Server) -> float:
-    """VmRSS of the server's process group (master and workers), MiB."""
-    total = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            if os.getpgid(int(pid)) != server.proc.pid:
-                continue
-            with open(f"/proc/{pid}/status") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-        except (OSError, StopIteration):
-            continue
-    return total / 1024
+    """VmRSS of the server's master and workers, MiB."""
+    return sum(status_kb(pid, "VmRSS") for pid in [server.proc.pid, *server.worker_pids()]) / 1024
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -52,6 +52,7 @@ def _libc():
         libc.gnu_get_libc_version  # noqa: B018
     except (OSError, AttributeError):
         return None
+    libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     return libc
 
 
@@ -65,7 +66,6 @@ def bound_large_allocations(threshold: int = LARGE) -> bool:
     if libc is None:
         log.info("not glibc: large allocations keep the C library's own policy")
         return False
-    libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     if not libc.mallopt(M_MMAP_THRESHOLD, threshold):
         return False
     _done = threshold
@@ -81,7 +81,6 @@ def bound_arenas(count: int = ARENA_MAX) -> bool:
     libc = _libc()
     if libc is None:
         return False
-    libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     return bool(libc.mallopt(M_ARENA_MAX, count))
 
 

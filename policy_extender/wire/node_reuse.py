@@ -132,8 +132,11 @@ def split_decode_nodes(body: Any, frozen: Any, task_decoder: msgspec.json.Decode
         return None
     split, end = found
     last = end - 2  # the list's "]", if nothing follows it but "}"
-    nodes = _walk(body, split + len(_NODES_KEY), last, kept, node_decoder)
-    return None if nodes is None else (task.task, nodes)
+    walked = _walk(body, split + len(_NODES_KEY), last, kept, node_decoder)
+    if walked is None:
+        return None
+    nodes, _thread.reused = walked
+    return task.task, nodes
 
 
 def _layout(body: Any, key: bytes, closing: bytes) -> tuple[int, int] | None:
@@ -159,42 +162,42 @@ def _task(body: Any, split: int, decoder: msgspec.json.Decoder) -> Any:
         return None
 
 
-def _walk(body: Any, pos: int, last: int, kept: _Kept, decoder: msgspec.json.Decoder) -> list | None:
-    """The list's elements from ``pos``; None to decode the whole body instead: on anything
-    unexpected, or once more elements had to be decoded alone than were kept plus one. An
-    element decoded alone costs about twice its share of the whole decode (finding where it ends
-    is a ``bytes.find`` over it, ~2 GB/s here), so a body of few kept nodes is cheaper whole."""
+def _walk(body: Any, pos: int, last: int, kept: _Kept, decoder: msgspec.json.Decoder) -> tuple[list, int] | None:
+    """(the list's elements from ``pos``, how many were kept ones); None to decode the whole body
+    instead: on anything unexpected, or once more elements had to be decoded alone than were kept
+    plus one. An element decoded alone costs about twice its share of the whole decode (finding
+    where it ends is a ``bytes.find`` over it, ~2 GB/s here), so a body of few kept nodes is
+    cheaper whole."""
     nodes: list = []
     if pos == last:
-        return nodes  # "nodes":[]
-    alone = 0
+        return nodes, 0  # "nodes":[]
+    alone = reused = 0
     with memoryview(body) as view:
         while True:
-            taken = _thread.reused
-            value, after = _element(body, view, pos, last, kept, decoder)
-            if after < 0:
-                return None
-            alone += _thread.reused == taken and value is not None
-            if alone > _thread.reused + 1:
-                _thread.reused = 0
-                return None
+            found = _kept_at(body, pos, last, kept)
+            if found is not None:
+                reused += 1
+                value, after = found
+            else:
+                value, after = _element(body, view, pos, last, decoder)
+                if after < 0:
+                    return None
+                alone += value is not None
+                if alone > reused + 1:
+                    return None
             nodes.append(value)
             if after == last:
-                return nodes
+                return nodes, reused
             if body[after] != 0x2C:  # ","
                 return None
             pos = after + 1
 
 
-def _element(body: Any, view: memoryview, pos: int, last: int, kept: _Kept,
+def _element(body: Any, view: memoryview, pos: int, last: int,
              decoder: msgspec.json.Decoder) -> tuple[Any, int]:
-    """(the element at ``pos``, the index after it), or (None, -1)."""
+    """(the element at ``pos``, not a kept one, the index after it), or (None, -1)."""
     if _at(body, pos, b"null"):
         return None, pos + 4
-    found = _kept_at(body, pos, last, kept)
-    if found is not None:
-        _thread.reused += 1
-        return found
     search = pos + 1
     while True:
         found = node_start(body, search, last)
