@@ -390,3 +390,19 @@ def test_a_prioritize_of_few_kept_nodes_is_decoded_whole_after_two_alone(monkeyp
     assert prioritize_outcome(body) == expected
     assert node_reuse.last_reused() == 0
     assert 2 <= len(searched) <= 6, "two elements decoded alone (each found by a search or two), then whole"
+
+
+def test_a_walk_given_up_after_kept_nodes_reports_none_taken():
+    """Kept nodes, then a separator the walk does not take (a space before the comma): the body
+    is decoded whole, and the trace's count says no node was taken."""
+    nodes = PRIORITIZE["nodes"]
+    keep(nodes)
+    compact = prioritize_body(PRIORITIZE["task"], nodes)
+    first = orjson.dumps(nodes[0])
+    body = compact.replace(first + b",", first + b" ,", 1)
+    assert body != compact
+    assert prioritize_outcome(body) == prioritize_whole(body)
+    prioritize_outcome(body)
+    assert node_reuse.last_reused() == 0
+    prioritize_outcome(compact)
+    assert node_reuse.last_reused() == len(nodes)
