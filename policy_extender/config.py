@@ -249,13 +249,13 @@ class Config:
     record_redact: tuple[str, ...] = option((), "Blank before writing: `annotations` (values, except "
                                             "the keys the policies read), `env` (container env "
                                             "values), or both comma-separated.", parse_redact)
-    node_reuse_bytes: int = option(32 * MIB, "Bytes of predicate nodes each worker keeps with their "
-                                   "decoded form, so a node sent again byte for byte (the same node "
-                                   "for the next task of the cycle) is not decoded again; about "
-                                   "0.13-0.2 MB per node; the task's prioritize takes them too. "
-                                   "Raise it to hold every node (0.2 MB x nodes of 30 pods) for "
-                                   "large clusters' prioritize, at that memory per worker "
-                                   "(docs/operations.md, Sizing; 0: decode every node).", parse_size)
+    node_reuse_bytes: int = option(32 * MIB, "Memory each worker spends keeping predicate nodes decoded "
+                                   "(the fields policies read, with a digest of the node's bytes), "
+                                   "so a node sent again byte for byte (the same node for the next "
+                                   "task of the cycle, and the task's prioritize) is not decoded "
+                                   "again; about 4 KB per node with the example policies, more "
+                                   "when policies read pods' fields (docs/operations.md, Sizing; "
+                                   "0: decode every node).", parse_size)
     tally: bool = option(True, "Keep the per-cycle decision tally that `GET /why` and `policy-extender "
                          "why` read (docs/operations.md, \"Why is it pending?\"): each worker adds "
                          "its calls in memory and flushes them to the session store in the "

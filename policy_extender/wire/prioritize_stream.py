@@ -30,10 +30,10 @@ list):
   any error with its JSON path, are then the whole decoder's by construction.
 
 Nodes this worker kept from the task's predicates (``wire.node_reuse``) are not decoded: at each
-verified element start, an element whose bytes equal a kept node's and are followed by ``,`` is
-that node (one whole JSON object read from an element start ends where its bytes end), and the
-next element starts after the ``,``: the same argument as a piece's, with a memcmp in place of
-the decode. The other elements are decoded in pieces between them.
+verified element start, an element whose bytes have a kept node's length and digest and are
+followed by ``,`` is that node (one whole JSON object read from an element start ends where its
+bytes end), and the next element starts after the ``,``: the same argument as a piece's, with a
+digest (XXH3-128, as fast as a memcmp) in place of the decode. The other elements are decoded in pieces between them.
 
 The buffer must be writable (the separators are rewritten for the duration of one decode call)
 and nothing else may read the bytes being decoded meanwhile; it is left as it arrived.
@@ -176,9 +176,10 @@ class PrioritizeStream:
         return self._piece(stop)
 
     def _take_kept(self, received: int) -> bool:
-        """Take the elements from ``pos`` on whose bytes equal a node this worker kept
-        (``wire.node_reuse``), each followed by ``,`` (the list's last element is left to
-        ``finish``): the same structs the pieces would decode, by a memcmp instead of a scan."""
+        """Take the elements from ``pos`` on whose bytes are a node this worker kept
+        (``wire.node_reuse``: the same length and digest), each followed by ``,`` (the list's last
+        element is left to ``finish``): the same structs the pieces would decode, by a digest
+        instead of a scan."""
         buffer, took = self.buffer, False
         while True:
             found = kept_element(buffer, self.pos, received - 1, self.frozen)

@@ -54,6 +54,11 @@ def whole(body, reads=READS) -> tuple:
     return reuse_off(outcome, body, reads)
 
 
+def charge(body) -> int:
+    """What keeping the node of predicate ``body`` is charged against the bound."""
+    return node_reuse._charge(reuse_off(decode.decode_predicate, body, READS).node.raw)
+
+
 def body_of(task, node, tail: bytes = b"") -> bytes:
     """Go's layout: compact, ``task`` first."""
     return b'{"task":' + orjson.dumps(task) + b',"node":' + orjson.dumps(node) + tail + b"}"
@@ -136,7 +141,7 @@ def test_damaged_bodies_fail_with_the_whole_decoders_error_and_keep_nothing(dama
     assert outcome(body) == expected
     assert outcome(good) == whole(good)  # the good one is kept; the damaged one did not replace it
     if damage in ("null node", "node not an object", "wrong type in a read field", "unterminated string in the node"):
-        assert node_reuse.kept_bytes() == len(good) - len(b'{"task":' + orjson.dumps(task) + b',"node":') - 1
+        assert node_reuse.kept_bytes() == charge(good)
     assert node_reuse.kept_bytes() >= before
 
 
@@ -191,15 +196,17 @@ def test_a_full_bound_is_logged_once_with_what_to_raise(caplog):
     worker (and again after a reconfiguration or a read-set change), not once per call."""
     bodies = Bodies(Cluster(ClusterSpec(nodes=10, pods_per_node=20)))
     some = [bodies.predicate(n, 0, 0) for n in range(10)]
-    node_reuse.configure(3 * len(some[0]))
+    charges = [charge(body) for body in some]
+    node_reuse.configure(sum(charges[:3]))
     with caplog.at_level("INFO", logger="policy_extender.wire"):
         for body in some + some:
             outcome(body)
         told = [r.getMessage() for r in caplog.records if r.name == "policy_extender.wire"]
         assert len(told) == 1, told
-        assert "node_reuse_bytes (0.4 MiB) is full with 3 nodes" in told[0] and "raise node_reuse_bytes" in told[0]
+        assert f"node_reuse_bytes ({sum(charges[:3]) / (1 << 20):.1f} MiB) is full with 3 nodes" in told[0]
+        assert f"({sum(charges[:3]) / 3e3:.1f} KB each)" in told[0] and "raise node_reuse_bytes" in told[0]
         assert "node-0003" in told[0], "the first node that did not fit"
-        node_reuse.configure(len(some[0]))
+        node_reuse.configure(charges[0])
         for body in some:
             outcome(body)
         assert len([r for r in caplog.records if r.name == "policy_extender.wire"]) == 2
@@ -212,10 +219,11 @@ def test_a_full_bound_is_logged_once_with_what_to_raise(caplog):
 def test_the_byte_bound_holds_and_nodes_beyond_it_are_still_decoded_right():
     bodies = Bodies(Cluster(ClusterSpec(nodes=10, pods_per_node=20)))
     some = [bodies.predicate(n, 0, 0) for n in range(10)]
-    node_reuse.configure(3 * len(some[0]))
+    bound = 3 * max(charge(body) for body in some)
+    node_reuse.configure(bound)
     for body in some + some:
         assert outcome(body) == whole(body)
-    assert 0 < node_reuse.kept_bytes() <= 3 * len(some[0])
+    assert 0 < node_reuse.kept_bytes() <= bound and len(node_reuse._kept.nodes) == 3
     node_reuse.configure(0)
     assert counted(lambda: [outcome(b) for b in some]) == {"reused": 0, "decoded": 0, "whole": 10}
     assert node_reuse.kept_bytes() == 0
@@ -257,7 +265,7 @@ def test_nodes_unused_for_a_minute_make_room_for_new_ones(monkeypatch):
     monkeypatch.setattr(node_reuse, "_clock", lambda: now[0])
     bodies = Bodies(Cluster(ClusterSpec(nodes=6, pods_per_node=20)))
     some = [bodies.predicate(n, 0, 0) for n in range(6)]
-    node_reuse.configure(max(len(b) for b in some) * 3)
+    node_reuse.configure(max(charge(b) for b in some) * 3)
     for body in some[:3]:
         outcome(body)
     now[0] += 30
@@ -406,3 +414,66 @@ def test_a_walk_given_up_after_kept_nodes_reports_none_taken():
     assert node_reuse.last_reused() == 0
     prioritize_outcome(compact)
     assert node_reuse.last_reused() == len(nodes)
+
+
+# ---------------------------------------------------------------- what is kept: a digest and the struct
+
+PODS_READ = compile_sources({"p.policy": 'filter count(t for t in node.tasks if t.labels.team == "a") < 5\n'
+                                         'score 10 * free_gpu\n'}).reads
+
+
+@pytest.mark.parametrize("reads", [READS, PODS_READ], ids=["example policies", "policy reading every pod"])
+def test_the_charge_covers_what_a_kept_node_holds(reads):
+    """The bound counts at least the memory ``tracemalloc`` attributes to the kept nodes (structs,
+    entries, digests), with the example policies and with a policy that reads every pod's labels
+    (a struct ~10x larger)."""
+    import gc
+    import tracemalloc
+    bodies = Bodies(Cluster(ClusterSpec(nodes=40, pods_per_node=30)))
+    some = [bytes(bodies.predicate(n, 0, 0)) for n in range(40)]
+    node_reuse.configure(1 << 34)
+    outcome(some[0], reads)  # decoders built, read set current
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for body in some[1:]:
+            outcome(body, reads)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    charged = node_reuse.kept_bytes() * 39 / 40
+    assert len(node_reuse._kept.nodes) == 40
+    assert held <= charged, (held, charged)
+    assert charged < 6 * held, "not wildly above either"
+    assert node_reuse.kept_bytes() < sum(len(b) for b in some) / 3, "far less than the node bytes"
+
+
+def test_a_body_is_not_held_after_its_node_is_kept():
+    """Only a digest of the node's bytes is kept: the body reader's bytearray may be resized (no
+    view of it is exported) and a mapped body closed, and the node is still reused after."""
+    body = body_of(SAMPLE["task"], SAMPLE["node"])
+    grown = bytearray(body)
+    assert outcome(grown) == whole(body)
+    grown.extend(b" ")  # BufferError if a view of it were kept
+    with mmap.mmap(-1, len(body)) as mapped:
+        mapped[:] = body
+        assert outcome(mapped) == whole(body)
+    assert counted(lambda: outcome(body)) == {"reused": 1, "decoded": 0, "whole": 0}
+
+
+def test_a_forked_worker_draws_its_own_seed_and_keeps_nothing_from_its_parent():
+    import os
+    outcome(body_of(SAMPLE["task"], SAMPLE["node"]))
+    assert node_reuse._kept.nodes
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report and leave at once
+        os.write(write, orjson.dumps([node_reuse._seed, len(node_reuse._kept.nodes)]))
+        os._exit(0)
+    os.close(write)
+    child_seed, child_kept = orjson.loads(os.read(read, 4096))
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child_seed != node_reuse._seed and child_kept == 0
