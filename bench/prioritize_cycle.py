@@ -10,18 +10,19 @@ prioritize of every node on one more connection; only the prioritize is timed, f
 request's first byte to the answer's last. The servers take turns task by task. Variants:
 
 * ``kept``: the service with ``node_reuse_bytes`` raised to hold every node (``--kept-bytes``,
-  default 256 MiB): the prioritize takes each node its worker kept from a predicate by a memcmp
-  while the body arrives (``wire/prioritize_stream.py``);
-* ``default``: the service as shipped (``node_reuse_bytes`` 32 MiB: ~170 of 500 nodes of 30 pods
-  fit; the rest are decoded while they arrive);
+  default 256 MiB): the prioritize takes each node its worker kept from a predicate (the same
+  length and digest) while the body arrives (``wire/prioritize_stream.py``);
+* ``default``: the service as shipped (``node_reuse_bytes`` 32 MiB);
 * ``reuse-off``: ``node_reuse_bytes`` 0 (the code before node reuse: every node decoded);
-* ``floor``: the bare floor, sent the same predicates and prioritize.
+* ``floor``: the bare floor, sent the same predicates and prioritize;
+* ``baseline`` (with ``--baseline DIR``): the service as shipped from another checkout's code
+  (the code before a change, measured in the same run).
 
 The first ``--warmup`` tasks are not counted (each worker must have seen each node once: a node's
 predicate reaches one of the 2 workers per task). p50 and p99 by nearest rank over the counted
 tasks; each service's RSS (master + workers, ``/proc``) at the end.
 
-``python -m bench.prioritize_cycle [--nodes 500] [--pods 30] [--tasks 24] [--warmup 4]``
+``python -m bench.prioritize_cycle [--nodes 500] [--pods 30] [--tasks 24] [--warmup 4] [--baseline DIR]``
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--kept-bytes", default="256MiB")
     parser.add_argument("--variants", default="kept,default,reuse-off,floor")
+    parser.add_argument("--baseline", help="a checkout whose service runs as the 'baseline' variant")
     args = parser.parse_args(argv)
+    variants = args.variants.split(",") + (["baseline"] if args.baseline else [])
     print(__doc__.split("Method (printed): ")[1].split("``python -m")[0].strip(), flush=True)
     spec = ClusterSpec(nodes=args.nodes, pods_per_node=args.pods, pending_jobs=max(args.tasks + args.warmup, 4))
     bodies = Bodies(Cluster(spec))
@@ -64,12 +67,13 @@ def main(argv: list[str] | None = None) -> None:
     limits = ("--body-limits", "onSessionOpen=1024MiB,prioritize=1GiB")
     env = {"kept": args.kept_bytes, "default": None, "reuse-off": "0"}
     servers: dict[str, Server] = {}
-    for name in args.variants.split(","):
+    for name in variants:
         saved = os.environ.pop("POLICY_EXTENDER_NODE_REUSE_BYTES", None)
         if env.get(name):
             os.environ["POLICY_EXTENDER_NODE_REUSE_BYTES"] = env[name]
         try:
-            servers[name] = Server("bare-socket" if name == "floor" else "service", extra=() if name == "floor" else limits).start()
+            servers[name] = Server("bare-socket" if name == "floor" else "service", extra=() if name == "floor" else limits,
+                                   root=args.baseline if name == "baseline" else None).start()
         finally:
             os.environ.pop("POLICY_EXTENDER_NODE_REUSE_BYTES", None)
             if saved is not None:

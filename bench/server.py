@@ -73,9 +73,12 @@ def stop_all() -> None:
 class Server:
     """A running server: ``with Server("bare") as s: drive(s.host, s.port, ...)``."""
 
-    def __init__(self, kind: str, workers: int = 2, threads: int = 4, extra: tuple[str, ...] = ()):
-        """``extra``: more ``serve`` flags (the service only), e.g. its own ``--session-store``."""
+    def __init__(self, kind: str, workers: int = 2, threads: int = 4, extra: tuple[str, ...] = (),
+                 root: Path | None = None):
+        """``extra``: more ``serve`` flags (the service only), e.g. its own ``--session-store``;
+        ``root``: another checkout whose code to run (a baseline measured in the same run)."""
         self.kind, self.workers, self.threads, self.extra = kind, workers, threads, extra
+        self.root = Path(root) if root is not None else ROOT
         self.host, self.port = "127.0.0.1", free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -83,9 +86,9 @@ class Server:
         return self if self.proc is not None else self.start()
 
     def start(self) -> "Server":
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        env = {**os.environ, "PYTHONPATH": f"{self.root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(command(self.kind, self.port, self.workers, self.threads, self.extra), cwd=ROOT, env=env,
+        self.proc = subprocess.Popen(command(self.kind, self.port, self.workers, self.threads, self.extra), cwd=self.root, env=env,
                                      stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True)
         _RUNNING.add(self)
         self._wait_ready()

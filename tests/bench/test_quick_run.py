@@ -49,9 +49,9 @@ def test_prioritize_cycle_runs_every_variant_with_every_call_answered():
     """``python -m bench.prioritize_cycle`` with a tiny cluster: each variant's prioritize after
     its task's predicates answered 200, no predicate failed, the method printed."""
     run = subprocess.run([sys.executable, "-m", "bench.prioritize_cycle", "--nodes", "6", "--pods", "4", "--tasks", "2",
-                          "--warmup", "1"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+                          "--warmup", "1", "--baseline", str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "only the prioritize is timed" in run.stdout
     rows = [line for line in run.stdout.splitlines() if line.startswith("  ") and " p50 " in line]
-    assert [line.split()[0] for line in rows] == ["kept", "default", "reuse-off", "floor"]
+    assert [line.split()[0] for line in rows] == ["kept", "default", "reuse-off", "floor", "baseline"]
     assert all("statuses [200]" in line and "predicates 18, failed 0" in line for line in rows), rows
