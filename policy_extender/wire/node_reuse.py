@@ -55,6 +55,7 @@ import msgspec
 import xxhash
 
 from .arriving import entry_start
+from .reading import DECODE_ERRORS
 
 _TASK_KEY = b'{"task":'
 _NODE_KEY = b',"node":'
@@ -189,7 +190,7 @@ def _task(body: Any, split: int, decoder: msgspec.json.Decoder) -> Any:
     not the top-level key)."""
     try:
         return decoder.decode(body[:split] + b"}")
-    except msgspec.MsgspecError:
+    except DECODE_ERRORS:
         return None
 
 
@@ -236,7 +237,7 @@ def _element(body: Any, view: memoryview, pos: int, last: int,
         try:
             with view[pos:stop] as part:
                 value = decoder.decode(part)
-        except msgspec.MsgspecError:
+        except DECODE_ERRORS:
             if found < 0:
                 return None, -1
             search = found + 1
@@ -293,7 +294,7 @@ def _node(body: Any, start: int, stop: int, frozen: Any, decoder: msgspec.json.D
     try:
         with memoryview(body) as whole, whole[start:stop] as part:
             node = decoder.decode(part)
-    except msgspec.MsgspecError:
+    except DECODE_ERRORS:
         return None
     if node is not None and name is not None:
         _keep(kept, name, stop - start, digest or _digest(body, start, stop), node)

@@ -46,7 +46,7 @@ from typing import Any
 import msgspec
 
 from . import arriving
-from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
+from .reading import DECODE_ERRORS, FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 from .snapshot import _Object, _open_decoder
 
 #: decode once this much more has arrived (one decode call holds the GIL ~1 ms per 1.3 MB)
@@ -155,7 +155,7 @@ class OpenStream:
         try:
             with memoryview(buffer) as view, view[begin - 1:stop + 1] as piece:
                 decoded = (self.jobs_decoder if jobs else self.nodes_decoder).decode(piece)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except DECODE_ERRORS:
             if last_try:
                 self.state = _OFF
             return False
@@ -202,7 +202,7 @@ class OpenStream:
         skeleton += self.buffer[at:self.length]
         try:
             pruned = decoder.decode(skeleton)
-        except msgspec.MsgspecError:
+        except DECODE_ERRORS:
             return decode_json(decoder, self.buffer)  # the whole decoder's error, path and all
         if self.jobs_span[1] > self.jobs_span[0]:
             rest = pruned.Jobs

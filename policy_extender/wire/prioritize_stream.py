@@ -50,7 +50,7 @@ import msgspec
 from . import arriving
 from .decode import prioritize_body_decoder
 from .node_reuse import kept_element, node_start
-from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
+from .reading import DECODE_ERRORS, FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 
 #: decode once this much more has arrived (one decode call holds the GIL ~1 ms per 1.3 MB)
 PIECE_BYTES = 2 << 20
@@ -134,7 +134,7 @@ class PrioritizeStream:
         try:
             with memoryview(buffer) as view, view[:comma + 1] as head:
                 _CHECK_OBJECT.decode(head)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except DECODE_ERRORS:
             self.state = _OFF
             return False
         finally:
@@ -200,7 +200,7 @@ class PrioritizeStream:
         try:
             with memoryview(buffer) as view, view[begin - 1:stop + 1] as piece:
                 decoded = self.piece_decoder.decode(piece)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except DECODE_ERRORS:
             self.state = _OFF
             return False
         finally:
@@ -225,7 +225,7 @@ class PrioritizeStream:
         skeleton += self.buffer[covered:self.length]
         try:
             decoded = self.skeleton_decoder.decode(skeleton)
-        except msgspec.MsgspecError:
+        except DECODE_ERRORS:
             return self._whole()  # the whole decoder's error, path and all
         nodes = rest = decoded.nodes
         if nodes and type(nodes[0]) is int and nodes[0] == sentinel:

@@ -3,6 +3,7 @@ the JSON path (``$.task.Resreq.MilliCPU: expected number, got string``)."""
 
 from __future__ import annotations
 
+import codecs
 import re
 import threading
 from typing import Any, Mapping
@@ -112,6 +113,11 @@ def wire_error(error: msgspec.MsgspecError, prefix: str = "$") -> WireError:
     return WireError(_friendly(match["message"]), path)
 
 
+#: What a decoder raises on a body it cannot read: msgspec's errors, and ``UnicodeDecodeError``
+#: for invalid UTF-8 in a string it decodes (msgspec raises it as is, with no position).
+DECODE_ERRORS = (msgspec.MsgspecError, UnicodeDecodeError)
+
+
 def decode_json(decoder: msgspec.json.Decoder, body: bytes, prefix: str = "$") -> Any:
     if not body:
         raise WireError("empty body: expected a JSON object, as Volcano sends", prefix)
@@ -119,6 +125,26 @@ def decode_json(decoder: msgspec.json.Decoder, body: bytes, prefix: str = "$") -
         return decoder.decode(body)
     except msgspec.MsgspecError as error:
         raise wire_error(error, prefix) from None
+    except UnicodeDecodeError:
+        raise utf8_error(body, prefix) from None
+
+
+def utf8_error(body: Any, prefix: str = "$") -> WireError:
+    """A 400 for invalid UTF-8 in a string the policies read, saying at which byte (found by
+    decoding the body 1 MiB at a time: this is the error path only, and a mapped body may be
+    hundreds of MB)."""
+    step, at = 1 << 20, 0
+    with memoryview(body) as view:
+        while at < len(view):
+            final = at + step >= len(view)
+            try:
+                with view[at:at + step] as part:
+                    _, consumed = codecs.utf_8_decode(part, "strict", final)
+            except UnicodeDecodeError as error:
+                return WireError(f"malformed JSON: invalid UTF-8 at byte {at + error.start}; JSON text must be "
+                                 "UTF-8, as Volcano sends it", prefix)
+            at += consumed if consumed else step  # a piece stops before a character its end cut
+    return WireError("malformed JSON: invalid UTF-8 in a string; JSON text must be UTF-8, as Volcano sends it", prefix)
 
 
 def required(value, path: str):

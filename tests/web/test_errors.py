@@ -119,3 +119,17 @@ def test_an_evaluation_error_is_a_500_never_a_silent_fit(make_app):
     message = error_of(post(client, "predicate"), 500)
     assert "predicate failed" in message and "E510" in message
     assert post(client, "jobReady").status_code == 200  # the worker keeps serving
+
+
+@pytest.mark.parametrize("verb", ["predicate", "prioritize", "onSessionOpen", "jobEnqueueable", "preemptable",
+                                  "allocateFunc"])
+def test_invalid_utf8_in_a_string_the_policies_read_is_400_at_its_byte(client, verb):
+    """msgspec raises ``UnicodeDecodeError`` (no position) for a string it decodes: the answer is
+    a 400 that says at which byte, not a 500, and the good call after it is answered as before."""
+    body = sample(verb)
+    at = body.find(b'"Name":"') + len(b'"Name":"')
+    bad = body[:at] + b"\xff" + body[at:]
+    before = post(client, verb, body)
+    assert f"invalid UTF-8 at byte {at}" in error_of(post(client, verb, bad), 400)
+    after = post(client, verb, body)
+    assert (after.status_code, after.data) == (before.status_code, before.data)

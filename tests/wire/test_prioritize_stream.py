@@ -366,3 +366,13 @@ def node_reuse_off(fn):
 def whole_or_error(body: bytes) -> tuple:
     request = decode.decode_prioritize(body, READS)
     return request.task.raw, [n.raw for n in request.nodes]
+
+
+def test_invalid_utf8_in_a_node_fails_with_the_whole_decoders_error_at_its_byte(cluster_body):
+    """msgspec raises ``UnicodeDecodeError`` for a string it decodes: a piece holding it stops the
+    stream, and the answer is the whole decoder's 400 saying at which byte (it was a 500)."""
+    at = cluster_body.index(b'"Name":"', len(cluster_body) // 2) + len(b'"Name":"')
+    body = cluster_body[:at] + b"\xff" + cluster_body[at:]
+    expected = error_of(lambda: decode.decode_prioritize(body, READS))
+    assert f"invalid UTF-8 at byte {at}" in expected
+    assert_fails_like_the_whole_decoder(prioritize_stream.PrioritizeStream, body, READS, expected)
