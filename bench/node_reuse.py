@@ -17,7 +17,11 @@ kept every node (what a task's predicates leave before its prioritize). ``--stre
 through ``wire.prioritize_stream`` as if it arrived 2 MiB at a time (what the service does from
 24 MiB), from a fresh copy each call (the copy not timed); the bound is raised to hold every node.
 
-``python -m bench.node_reuse [--verb predicate|prioritize] [--streamed] [--nodes 50] [--pods 20] [--rounds 9]``
+``--verb onSessionOpen``: the cluster's snapshot through ``wire.open_stream`` as if it arrived 2 MiB
+at a time (what the service does from 4 MiB), from a fresh copy each call (not timed); ``off``,
+``miss`` (nothing kept) and ``hit`` (after the ``--nodes`` predicate bodies) as above.
+
+``python -m bench.node_reuse [--verb predicate|prioritize|onSessionOpen] [--streamed] [--nodes 50] [--pods 20] [--rounds 9]``
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import time
 from bench.generate import Bodies, Cluster, ClusterSpec
 from bench.server import POLICY_DIR
 from policy_extender.policyset.compile import load_directories
-from policy_extender.wire import decode, node_reuse, prioritize_stream
+from policy_extender.wire import decode, node_reuse, open_stream, prioritize_stream
 
 
 def per_call(bodies: list[bytes], reads, decoder=decode.decode_predicate) -> float:
@@ -45,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--pods", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--verb", choices=("predicate", "prioritize"), default="predicate")
+    parser.add_argument("--verb", choices=("predicate", "prioritize", "onSessionOpen"), default="predicate")
     parser.add_argument("--streamed", action="store_true", help="prioritize decoded as it arrives")
     args = parser.parse_args(argv)
     reads = load_directories([POLICY_DIR]).reads
@@ -54,7 +58,29 @@ def main(argv: list[str] | None = None) -> None:
     size = statistics.median(len(b) for b in bodies)
     results: dict[str, list[float]] = {"off": [], "miss": [], "hit": []}
     cap = node_reuse.DEFAULT_MAX_BYTES
-    if args.verb == "prioritize":
+    if args.verb == "onSessionOpen":
+        body = cluster.snapshot()
+
+        def opened(bodies_: list[bytes], reads_) -> float:
+            buffer = bytearray(bodies_[0])
+            t0 = time.process_time()
+            open_stream.decode_streamed(buffer, reads_)
+            return time.process_time() - t0
+        print(f"method: bench/node_reuse.py: wire.open_stream only, one snapshot of {args.nodes} nodes x "
+              f"{args.pods} pods ({len(body) / 1e6:.1f} MB) fed 2 MiB at a time, bench/policies read set, process "
+              f"CPU per call, median of {args.rounds} interleaved rounds (off; miss: nothing kept; hit: after "
+              f"the {args.nodes} predicates); nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]}",
+              flush=True)
+        for _ in range(args.rounds + 1):
+            node_reuse.configure(0)
+            off = opened([body], reads)
+            node_reuse.configure(cap)
+            miss = opened([body], reads)
+            per_call(bodies, reads)  # the cycle's predicates keep its nodes
+            hit = opened([body], reads)
+            for name, value in (("off", off), ("miss", miss), ("hit", hit)):
+                results[name].append(value)
+    elif args.verb == "prioritize":
         body = cluster.prioritize()
         if args.streamed:
             cap = max(cap, 2 * len(body))

@@ -11,7 +11,9 @@ other processes on the host hits each alike:
   as shipped: the body is decoded while it arrives (``wire.open_stream``);
 * ``service-whole``: the same service with the streamed decode switched off
   (``OpenStream`` threshold raised past the body, ``bench.open_breakdown whole-serve``): the
-  body is received, then decoded whole, as before the streamed decode existed.
+  body is received, then decoded whole, as before the streamed decode existed;
+* ``service-reuse-off`` (only when named in ``--servers``): the service with ``--node-reuse-bytes
+  0``: streamed, but no node taken from the ones its predicates kept (the open before it did).
 
 Each open is a new connection from this process (a body file sent with ``sendfile``), timed from
 before the connect to the last byte of the answer (client-measured, upload included); then an
@@ -31,7 +33,14 @@ on the host's monotonic clock, which this client reads too. The breakdown of one
 ``worker CPU``: CPU seconds the answering worker used for the open. ``load``: the 1-minute load
 average before the open. Ratios are service / floor of the same round.
 
-``python -m bench.open_breakdown [--nodes 500 --pods 30] [--runs 5] [--snapshot FILE]``
+``--after-predicates K``: before each open (the warm-up's too), every server is sent the
+predicates of K pending tasks on every node over 16 keep-alive connections (not timed), as a
+cycle's predicates come before the next cycle's open; each service worker then keeps the nodes it
+was sent (``wire.node_reuse``), and the open takes those (``nodes reused`` in the breakdown).
+The snapshot's nodes are those of the predicates byte for byte (in a cluster, the nodes that
+changed since are checked again).
+
+``python -m bench.open_breakdown [--nodes 500 --pods 30] [--runs 5] [--snapshot FILE] [--after-predicates K]``
 """
 
 from __future__ import annotations
@@ -46,8 +55,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.generate import Cluster, ClusterSpec, write_snapshot
-from bench.load import Connection
+from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
+from bench.load import Connection, Pool
 from bench.server import ROOT, Server, _RUNNING, command, process_cpu
 
 PHASES = ("before", "receive", "decode", "encode", "store", "answer")
@@ -123,7 +132,8 @@ def breakdown(record: dict, sent: float, done: float) -> dict:
     return {"before": record["start"] - sent, "receive": at["received"] - record["start"],
             "decode": at["decoded"] - at["received"], "encode": at["encoded"] - at["decoded"],
             "store": at["stored"] - at["encoded"], "answer": done - at["stored"],
-            "overlapped": values.get("decode_while_receiving", 0.0), "pieces": values.get("pieces", 0)}
+            "overlapped": values.get("decode_while_receiving", 0.0), "pieces": values.get("pieces", 0),
+            "reused": values.get("nodes_reused", 0)}
 
 
 def ms(seconds: float) -> str:
@@ -142,18 +152,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", default="floor,service,service-whole")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--after-predicates", type=int, default=0, metavar="K",
+                        help="send K tasks' predicates on every node before each open (not timed)")
     args = parser.parse_args(argv)
+    if args.after_predicates and args.snapshot:
+        parser.error("--after-predicates generates its cluster: leave out --snapshot")
     with tempfile.TemporaryDirectory(prefix="bench-open-breakdown-") as tmp:
-        path = args.snapshot
+        path, predicates = args.snapshot, []
         if path is None:
             path = os.path.join(tmp, "snapshot.json")
+            cluster = Cluster(ClusterSpec(nodes=args.nodes, pods_per_node=args.pods,
+                                          pending_jobs=max(args.after_predicates, 4)))
             with open(path, "wb") as f:
-                write_snapshot(Cluster(ClusterSpec(nodes=args.nodes, pods_per_node=args.pods)), f)
+                write_snapshot(cluster, f)
+            bodies = Bodies(cluster)
+            predicates = [("predicate", "/predicate", body) for p in range(args.after_predicates)
+                          for body in bodies.predicates(p=p)]
         size = os.path.getsize(path)
         print(f"method: {Path(__file__).name}: onSessionOpen of {size / 1e6:.1f} MB ({path}), {args.runs} interleaved "
               f"rounds after one warm-up per server; each open a new connection, client-measured from before connect "
               f"to the answer's last byte; gunicorn {args.workers} workers x {args.threads} threads; nproc {os.cpu_count()}; "
-              f"uptime load at start: {open('/proc/loadavg').read().split()[:3]}", flush=True)
+              f"uptime load at start: {open('/proc/loadavg').read().split()[:3]}"
+              + (f"; before each open, {len(predicates)} predicates ({args.after_predicates} tasks x {args.nodes} nodes)"
+                 if predicates else ""), flush=True)
         kinds = args.servers.split(",")
         servers: dict[str, TracedServer] = {}
         try:
@@ -162,21 +183,32 @@ def main(argv: list[str] | None = None) -> int:
                 if kind == "floor":
                     servers[kind] = TracedServer("bare-socket", None, workers=args.workers, threads=args.threads)
                 else:
+                    extra = store + (("--node-reuse-bytes", "0") if kind == "service-reuse-off" else ())
                     servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", launcher=("bench.open_breakdown", "whole-serve") if kind == "service-whole" else (),
-                                                 workers=args.workers, threads=args.threads, extra=store)
+                                                 workers=args.workers, threads=args.threads, extra=extra)
                 servers[kind].start()
-            for server in servers.values():
-                open_once(server, path)
+            pools = {kind: Pool(server.host, server.port, 16) for kind, server in servers.items()} if predicates else {}
+
+            def opened(kind: str) -> dict:
+                if predicates:
+                    pools[kind].map(predicates)
+                return open_once(servers[kind], path)
+
+            for kind, server in servers.items():
+                opened(kind)
                 server.new_trace()
             rounds: list[dict[str, dict]] = []
             for n in range(args.runs):
-                rounds.append({kind: open_once(server, path) for kind, server in servers.items()})
+                rounds.append({kind: opened(kind) for kind in servers})
                 line = [f"round {n + 1}:"]
                 for kind, row in rounds[-1].items():
                     line.append(f"{kind} {ms(row['seconds'])} ms (cpu {ms(row['cpu'])}, load {row['load']:.2f}"
+                                + (f", nodes reused {row['reused']}" if "reused" in row else "")
                                 + (f", status {row['status']}" if row["status"] != 200 else "") + ")")
                 print("  ".join(line), flush=True)
         finally:
+            for pool in pools.values() if predicates else ():
+                pool.close()
             for server in servers.values():
                 server.stop()
     report(rounds, kinds)

@@ -30,6 +30,16 @@ Why the result is exactly the whole-body decode's:
   one) stops the pieces, and ``finish`` decodes the whole body with the whole decoder: the
   answer, and any error with its JSON path, are then the whole decoder's by construction.
 
+Nodes this worker kept from predicate bodies (``wire.node_reuse``: Volcano encodes the same
+``NodeInfo`` in both, so a node unchanged since the last cycle's predicates has the same bytes)
+are not decoded again: at a verified entry start of the Nodes map, an entry ``"<key>":<value>``
+whose value has a kept node's length and digest, whose key is that node's name (so a valid
+string) and which is followed by ``,`` is a whole valid entry (the node's bytes decoded before),
+and the next entry starts after the ``,``: the same argument as a piece's, with a digest in place
+of the check. Right after a kept entry, the next one is checked alone (so that a piece does not
+check the kept entries after it), and the one after it too; after two in a row not kept, pieces
+are ``piece_bytes`` again until an entry is taken.
+
 A body in another shape (another field order, whitespace) is never split: ``finish`` then
 decodes it whole, as before. The buffer must be writable (the separators are rewritten for
 the duration of one decode call) and nothing else may read the bytes being decoded meanwhile;
@@ -46,6 +56,7 @@ from typing import Any
 import msgspec
 
 from . import arriving
+from .node_reuse import kept_element
 from .reading import DECODE_ERRORS, FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 from .snapshot import _Object, _open_decoder
 
@@ -61,6 +72,10 @@ _JOBS_END = b'},"Nodes":{'
 _NODE_ENTRY = re.compile(rb',"[^"\\]*":\{"Name":"[^"\\]*","Node":')
 _NODE_TAIL = b'","Node":'
 _NODES_END = b'},"Queues":'
+_NAME_AT = len(b'{"Name":"')  # where a node's name starts in its value
+_KEY_MAX = 512  # bytes of an entry's key looked at (Kubernetes names are at most 253)
+#: a key taken with a kept node: printable ASCII, no quote or backslash (a valid JSON string as is)
+_PLAIN_KEY = re.compile(rb'[\x20\x21\x23-\x5b\x5d-\x7e]*')
 #: an entry start is looked for again this far back (a start cut by the end of what had arrived)
 _OVERLAP = 4096
 
@@ -88,7 +103,9 @@ class OpenStream:
         self.jobs: dict = {}    # the Jobs pieces, merged in order
         self.jobs_span = self.nodes_span = (0, 0)   # (first entry, first byte not covered)
         self.pieces = 0
-        self.busy = 0.0         # seconds spent decoding pieces
+        self.reused = 0         # Nodes entries taken as kept nodes (not checked again)
+        self.misses = 0         # entries checked alone in a row since the last kept one
+        self.busy = 0.0         # seconds spent decoding pieces and taking kept nodes
         if length >= (STREAM_FROM if stream_from is None else stream_from):
             self._arm()
 
@@ -118,6 +135,10 @@ class OpenStream:
         twice; the map's end marker only where the window found none (``bytes.find`` of it runs
         at ~1 GB/s on JSON) or a piece did not decode."""
         jobs = self.state == _JOBS
+        if not jobs:
+            alone = self._nodes_alone(received)
+            if alone is not None:
+                return alone
         entry, tail, end_marker = ((_JOB_ENTRY, _JOB_TAIL, _JOBS_END) if jobs
                                    else (_NODE_ENTRY, _NODE_TAIL, _NODES_END))
         pos, piece = self.pos, self.piece_bytes
@@ -142,6 +163,54 @@ class OpenStream:
         if end >= 0:
             return self._piece(end, closes=True, last_try=True)
         return window_end < received  # a long entry: the window moves on
+
+    def _nodes_alone(self, received: int) -> bool | None:
+        """Take the kept nodes at ``pos``, else, right after one (and for two entries in a row),
+        check the next entry alone; None to go on with pieces."""
+        started = time.perf_counter()
+        took = self._take_kept(received)
+        self.busy += time.perf_counter() - started
+        if took:
+            self.misses = 0
+            return True
+        if not self.reused or self.misses >= 2:
+            return None
+        start = max(self.search_from, self.pos + 1)
+        stop = arriving.entry_start(self.buffer, _NODE_ENTRY, b',"', _NODE_TAIL, start, received) \
+            if start < received else -1
+        if stop >= 0:
+            self.misses += 1
+            return True if self._piece(stop, closes=False) else None  # None: the map may end before it
+        if received < self.length:
+            self.search_from = max(start, received - _OVERLAP)
+            return False  # the next entry start has not arrived
+        return None  # the map's last entry: its end marker
+
+    def _take_kept(self, received: int) -> bool:
+        """Take the Nodes entries from ``pos`` on whose value is a node this worker kept (the
+        same length and digest) under its own name as key, each followed by ``,`` (the map's last
+        entry is left to the pieces)."""
+        buffer, took = self.buffer, False
+        while True:
+            pos = self.pos
+            if pos >= received or buffer[pos] != 0x22:  # '"'
+                return took
+            quote = buffer.find(b'"', pos + 1, min(received, pos + 1 + _KEY_MAX))
+            value = quote + 2
+            if quote < 0 or value >= received or buffer[quote + 1] != 0x3A:  # ":"
+                return took
+            name = value + _NAME_AT
+            key = bytes(buffer[pos + 1:quote])
+            if buffer.find(b'"', name + len(key), name + len(key) + 1) < 0 \
+                    or buffer[name:name + len(key)] != key or not _PLAIN_KEY.fullmatch(key):
+                return took  # not keyed by its plain name: left to the pieces
+            found = kept_element(buffer, value, received - 1, self.frozen)
+            if found is None or buffer[found[1]] != 0x2C:  # ","
+                return took
+            self._cover(found[1])
+            self.pos = self.search_from = self.end_from = found[1] + 1
+            self.reused += 1
+            took = True
 
     def _piece(self, stop: int, closes: bool, last_try: bool = False) -> bool:
         """Decode ``buffer[pos:stop]`` as the entries of the current map; ``stop`` is the ``,``
@@ -189,7 +258,7 @@ class OpenStream:
         while self.feed(self.length):
             pass
         decoder = _open_decoder(self.frozen)
-        if self.state == _OFF or self.pieces == 0:
+        if self.state == _OFF or (self.pieces == 0 and self.reused == 0):
             return decode_json(decoder, self.buffer)
         sentinel = b'"\\u0000' + os.urandom(8).hex().encode() + b'"'
         skeleton = bytearray()

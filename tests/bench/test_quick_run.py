@@ -55,3 +55,18 @@ def test_prioritize_cycle_runs_every_variant_with_every_call_answered():
     rows = [line for line in run.stdout.splitlines() if line.startswith("  ") and " p50 " in line]
     assert [line.split()[0] for line in rows] == ["kept", "default", "reuse-off", "floor", "baseline"]
     assert all("statuses [200]" in line and "predicates 18, failed 0" in line for line in rows), rows
+
+
+def test_open_breakdown_after_predicates_takes_the_nodes_the_workers_kept():
+    """``python -m bench.open_breakdown --after-predicates``: each open after its predicates is
+    answered, and the service takes kept nodes where the service with reuse off takes none."""
+    run = subprocess.run([sys.executable, "-m", "bench.open_breakdown", "--nodes", "12", "--pods", "40", "--runs", "1",
+                          "--after-predicates", "3", "--servers", "floor,service,service-reuse-off"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "before each open, 36 predicates (3 tasks x 12 nodes)" in run.stdout
+    line = next(line for line in run.stdout.splitlines() if line.startswith("round 1:"))
+    assert "status" not in line, line  # every open answered 200
+    service, off = line.split("service ")[1], line.split("service-reuse-off ")[1]
+    reused = int(service.split("nodes reused ")[1].split(")")[0])
+    assert reused >= 1 and "nodes reused 0)" in off, line

@@ -29,8 +29,9 @@ def test_slow_calls_are_matched_to_collections_and_flushes_of_their_own_worker()
 def test_open_phases_from_a_trace_line_and_the_client_times():
     record = {"start": 10.0, "phases": [["received", 10.3], ["decoded", 10.32], ["encoded", 10.321],
                                         ["stored", 10.33], ["replied", 10.331]],
-              "values": {"decode_while_receiving": 0.2, "pieces": 125}, "end": 10.332}
+              "values": {"decode_while_receiving": 0.2, "pieces": 125, "nodes_reused": 499}, "end": 10.332}
     got = breakdown(record, sent=9.99, done=10.34)
     assert round(got["before"], 6) == 0.01 and round(got["receive"], 6) == 0.3
     assert round(got["decode"], 6) == 0.02 and round(got["store"], 6) == 0.009
     assert round(got["answer"], 6) == 0.01 and got["pieces"] == 125 and got["overlapped"] == 0.2
+    assert got["reused"] == 499

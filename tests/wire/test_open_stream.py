@@ -132,3 +132,148 @@ def test_a_body_in_another_key_order_is_decoded_whole(sample):
     result, stream = streamed(body, 100, 1)
     assert stream.pieces == 0
     assert result == whole(body)
+
+
+# ---------------------------------------------------------------- nodes kept from predicates
+
+import mmap  # noqa: E402
+import random  # noqa: E402
+
+from bench.generate import Bodies  # noqa: E402
+from policy_extender.wire import decode, node_reuse  # noqa: E402
+
+
+@pytest.fixture
+def kept_cluster():
+    """A 30 x 10 cluster's onSessionOpen body, with every node kept by this worker from the
+    cluster's predicate bodies (Volcano's NodeInfo bytes are the same in both)."""
+    node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
+    cluster = Cluster(ClusterSpec(nodes=30, pods_per_node=10))
+    out = io.BytesIO()
+    write_snapshot(cluster, out)
+    bodies = Bodies(cluster)
+    for n in range(30):
+        decode.decode_predicate(bodies.predicate(n, 0, 0), READS)
+    yield out.getvalue()
+    node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
+
+
+@pytest.mark.parametrize("step,piece", [(1 << 20, 2 << 20), (65536, 256 << 10), (5000, 1), (64 << 20, 1 << 20)])
+def test_nodes_kept_from_predicates_are_taken_and_the_result_is_the_whole_decode(kept_cluster, step, piece):
+    result, stream = streamed(kept_cluster, step, piece)
+    assert result == whole(kept_cluster)
+    assert stream.reused == 29, "every node entry but the last, which the map's end closes"
+    assert stream.state == "done"
+
+
+def test_a_mapped_body_takes_the_kept_nodes_too(kept_cluster):
+    with mmap.mmap(-1, len(kept_cluster)) as buffer:
+        buffer[:] = kept_cluster
+        stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=1 << 20, stream_from=0)
+        arriving.feed_in_steps(stream, len(buffer), 1 << 20)
+        assert snapshot.encode_snapshot(stream.finish()) == whole(kept_cluster)
+        assert stream.reused == 29 and buffer[:] == kept_cluster
+
+
+def test_changed_and_never_kept_nodes_are_checked_between_kept_ones(kept_cluster):
+    """Nodes 3, 4 and 17 changed at the same length (one digit of their idle CPU), node 25 grew,
+    node 8 is keyed by another name and node 9 by a key with an escape: each is checked (a
+    piece) and the rest taken; the result is the whole decoder's."""
+    body = bytearray(kept_cluster)
+    start = body.index(b',"Nodes":{')
+
+    def value_of(n: int) -> int:
+        return body.index(b':{"Name":"node-%04d","Node":' % n, start) + 1
+
+    for n in (3, 4, 17):
+        at = body.index(b'"Idle":{"MilliCPU":', value_of(n)) + len(b'"Idle":{"MilliCPU":')
+        body[at] = ord("1") if body[at] != ord("1") else ord("2")
+    at = body.index(b'"Idle":{"MilliCPU":', value_of(25)) + len(b'"Idle":{"MilliCPU":')
+    body[at:at] = b"1"
+    key = body.rindex(b'"node-0008"', 0, value_of(8))
+    body[key:key + 11] = b'"node-X008"'
+    key = body.rindex(b'"node-0009"', 0, value_of(9))
+    body[key:key + 11] = b'"node\\u002d0009"'  # the same name, escaped
+    body = bytes(body)
+    for step, piece in ((1 << 20, 2 << 20), (65536, 256 << 10), (3000, 1)):
+        result, stream = streamed(body, step, piece)
+        assert result == whole(body)
+        assert stream.reused == 29 - 6, (step, piece)
+
+
+@pytest.mark.parametrize("damage", ["node", "node-number", "queue", "truncated", "control character in a key"])
+def test_a_damaged_body_fails_like_the_whole_decoder_with_every_node_kept(kept_cluster, damage):
+    body = bytearray(kept_cluster)
+    nodes = body.index(b',"Nodes":{')
+    if damage == "node":
+        at = body.index(b'"Node":', body.index(b'node-0020', nodes))
+        body[at + 6] = ord("]")
+    elif damage == "node-number":
+        entry = body.index(b'"node-0012":', nodes)
+        body[entry:entry] = b'"junk":7,'
+    elif damage == "queue":
+        at = body.index(b'"Queues":{')
+        body[at + 10] = ord("[")
+    elif damage == "control character in a key":
+        key = body.index(b'"node-0005":', nodes)
+        body[key + 5] = 0x01
+    else:
+        body = body[:len(body) - 1000]
+    body = bytes(body)
+    expected = error_of(lambda: snapshot.decode_open_body(body, READS))
+    assert_fails_like_the_whole_decoder(open_stream.OpenStream, body, READS, expected)
+
+
+def test_random_one_byte_damage_with_every_node_kept_never_changes_a_result_or_an_error(kept_cluster):
+    """120 bodies, each the kept cluster's with one byte replaced, inserted or deleted in the
+    Nodes map: each decodes to the whole decoder's snapshot, or fails with its error."""
+    rng = random.Random(2311)
+    first = kept_cluster.index(b',"Nodes":{')
+    last = kept_cluster.index(b'},"Queues":')
+    for _ in range(120):
+        body = bytearray(kept_cluster)
+        at = rng.randrange(first, last)
+        kind = rng.choice(("replace", "insert", "delete"))
+        byte = rng.choice(b'{}[]",:0a\\ \x01')
+        if kind == "replace":
+            body[at] = byte
+        elif kind == "insert":
+            body[at:at] = bytes([byte])
+        else:
+            del body[at]
+        body = bytes(body)
+        try:
+            expected = ("ok", whole(body))
+        except Exception as error:  # noqa: BLE001 - the whole decoder's error is what must come out
+            expected = ("error", str(error))
+        buffer = bytearray(body)
+        stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=256 << 10, stream_from=0)
+        arriving.feed_in_steps(stream, len(buffer), 65536)
+        try:
+            got = ("ok", snapshot.encode_snapshot(stream.finish()))
+        except Exception as error:  # noqa: BLE001
+            got = ("error", str(error))
+        assert got == expected, (kind, at, byte)
+        assert buffer == body
+
+
+def test_a_node_named_with_invalid_utf8_is_refused_and_never_taken():
+    """A node whose name is not UTF-8 is a 400 in a predicate (not kept), and an onSessionOpen
+    keyed by it fails like the whole decoder, at the byte, with every other node kept."""
+    from policy_extender.errors import WireError
+    node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
+    data = orjson.loads((ROOT / "tests" / "samples" / "onSessionOpen.json").read_bytes())
+    name, node = next(iter(data["Nodes"].items()))
+    good = orjson.dumps(node)
+    raw = good.replace(name.encode(), b"bad\xff", 1)
+    task = orjson.dumps(orjson.loads((ROOT / "tests" / "samples" / "predicate.json").read_bytes())["task"])
+    with pytest.raises(WireError, match="invalid UTF-8 at byte"):
+        decode.decode_predicate(b'{"task":' + task + b',"node":' + raw + b"}", READS)
+    decode.decode_predicate(b'{"task":' + task + b',"node":' + good + b"}", READS)
+    assert set(node_reuse._kept.nodes) == {name.encode()}
+    head, _, tail = orjson.dumps(data).partition(b'"Nodes":{')
+    body = head + b'"Nodes":{"' + name.encode() + b'":' + good + b',"bad\xff":' + raw + b"," + tail
+    expected = error_of(lambda: snapshot.decode_open_body(body, READS))
+    assert "invalid UTF-8 at byte" in expected
+    assert_fails_like_the_whole_decoder(open_stream.OpenStream, body, READS, expected)
+    node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
