@@ -18,8 +18,10 @@ through ``wire.prioritize_stream`` as if it arrived 2 MiB at a time (what the se
 24 MiB), from a fresh copy each call (the copy not timed); the bound is raised to hold every node.
 
 ``--verb onSessionOpen``: the cluster's snapshot through ``wire.open_stream`` as if it arrived 2 MiB
-at a time (what the service does from 4 MiB), from a fresh copy each call (not timed); ``off``,
-``miss`` (nothing kept) and ``hit`` (after the ``--nodes`` predicate bodies) as above.
+at a time (what the service does from 4 MiB), from a fresh copy each call (not timed); ``off``
+(``node_reuse_bytes`` 0), ``miss`` (nothing kept: the open keeps its jobs), ``nodes`` (after the
+``--nodes`` predicate bodies, the jobs forgotten) and ``hit`` (the nodes and the last open's jobs
+kept: the next cycle's open on an unchanged cluster).
 
 ``python -m bench.node_reuse [--verb predicate|prioritize|onSessionOpen] [--streamed] [--nodes 50] [--pods 20] [--rounds 9]``
 """
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     bodies = [cluster.predicate(n, 0, 0) for n in range(args.nodes)]
     size = statistics.median(len(b) for b in bodies)
     results: dict[str, list[float]] = {"off": [], "miss": [], "hit": []}
+    if args.verb == "onSessionOpen":
+        results = {"off": [], "miss": [], "nodes": [], "hit": []}
     cap = node_reuse.DEFAULT_MAX_BYTES
     if args.verb == "onSessionOpen":
         body = cluster.snapshot()
@@ -68,17 +72,20 @@ def main(argv: list[str] | None = None) -> None:
             return time.process_time() - t0
         print(f"method: bench/node_reuse.py: wire.open_stream only, one snapshot of {args.nodes} nodes x "
               f"{args.pods} pods ({len(body) / 1e6:.1f} MB) fed 2 MiB at a time, bench/policies read set, process "
-              f"CPU per call, median of {args.rounds} interleaved rounds (off; miss: nothing kept; hit: after "
-              f"the {args.nodes} predicates); nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]}",
+              f"CPU per call, median of {args.rounds} interleaved rounds (off; miss: nothing kept; nodes: after "
+              f"the {args.nodes} predicates; hit: and after an open); nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]}",
               flush=True)
         for _ in range(args.rounds + 1):
             node_reuse.configure(0)
             off = opened([body], reads)
             node_reuse.configure(cap)
+            open_stream._forget_jobs()
             miss = opened([body], reads)
             per_call(bodies, reads)  # the cycle's predicates keep its nodes
+            open_stream._forget_jobs()
+            nodes = opened([body], reads)
             hit = opened([body], reads)
-            for name, value in (("off", off), ("miss", miss), ("hit", hit)):
+            for name, value in (("off", off), ("miss", miss), ("nodes", nodes), ("hit", hit)):
                 results[name].append(value)
     elif args.verb == "prioritize":
         body = cluster.prioritize()

@@ -36,7 +36,8 @@ average before the open. Ratios are service / floor of the same round.
 ``--after-predicates K``: before each open (the warm-up's too), every server is sent the
 predicates of K pending tasks on every node over 16 keep-alive connections (not timed), as a
 cycle's predicates come before the next cycle's open; each service worker then keeps the nodes it
-was sent (``wire.node_reuse``), and the open takes those (``nodes reused`` in the breakdown).
+was sent (``wire.node_reuse``), and the open takes those (``nodes reused`` in the breakdown);
+with or without it, a worker takes the jobs its last open decoded (``jobs reused``).
 The snapshot's nodes are those of the predicates byte for byte (in a cluster, the nodes that
 changed since are checked again).
 
@@ -133,7 +134,7 @@ def breakdown(record: dict, sent: float, done: float) -> dict:
             "decode": at["decoded"] - at["received"], "encode": at["encoded"] - at["decoded"],
             "store": at["stored"] - at["encoded"], "answer": done - at["stored"],
             "overlapped": values.get("decode_while_receiving", 0.0), "pieces": values.get("pieces", 0),
-            "reused": values.get("nodes_reused", 0)}
+            "reused": values.get("nodes_reused", 0), "jobs": values.get("jobs_reused", 0)}
 
 
 def ms(seconds: float) -> str:
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 line = [f"round {n + 1}:"]
                 for kind, row in rounds[-1].items():
                     line.append(f"{kind} {ms(row['seconds'])} ms (cpu {ms(row['cpu'])}, load {row['load']:.2f}"
-                                + (f", nodes reused {row['reused']}" if "reused" in row else "")
+                                + (f", nodes reused {row['reused']}, jobs reused {row['jobs']}" if "reused" in row else "")
                                 + (f", status {row['status']}" if row["status"] != 200 else "") + ")")
                 print("  ".join(line), flush=True)
         finally:

@@ -253,9 +253,11 @@ class Config:
                                    "(the fields policies read, with a digest of the node's bytes), "
                                    "so a node sent again byte for byte (the same node for the next "
                                    "task of the cycle, and the task's prioritize) is not decoded "
-                                   "again; about 4 KB per node with the example policies, more "
-                                   "when policies read pods' fields (docs/operations.md, Sizing; "
-                                   "0: decode every node).", parse_size)
+                                   "again, nor by the next onSessionOpen; about 4 KB per node with "
+                                   "the example policies, more when policies read pods' fields "
+                                   "(docs/operations.md, Sizing). Each worker also keeps the jobs of "
+                                   "its last onSessionOpen (~1 MB at 500 x 30) for the next one. 0: "
+                                   "decode every node and job.", parse_size)
     tally: bool = option(True, "Keep the per-cycle decision tally that `GET /why` and `policy-extender "
                          "why` read (docs/operations.md, \"Why is it pending?\"): each worker adds "
                          "its calls in memory and flushes them to the session store in the "

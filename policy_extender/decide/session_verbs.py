@@ -33,6 +33,7 @@ def on_session_open(service: Service, body: bytes) -> Reply:
         trace.note("pieces", stream.pieces)
         pruned = stream.finish()
         trace.note("nodes_reused", stream.reused if stream.state != "off" else 0)
+        trace.note("jobs_reused", stream.jobs_reused if stream.state != "off" else 0)
     else:
         policy_set = current_policy(service)
         pruned = snapshot.decode_open_body(body, policy_set.reads)

@@ -115,6 +115,11 @@ def configure(max_bytes: int) -> None:
         _max_bytes, _kept = max(0, int(max_bytes)), _Kept(None)
 
 
+def enabled() -> bool:
+    """Reuse is on (``node_reuse_bytes`` > 0): ``wire.open_stream`` keeps its jobs only then."""
+    return _max_bytes > 0
+
+
 def kept_bytes() -> int:
     """The memory charged for this worker's kept nodes (``_charge``)."""
     return _kept.size
@@ -262,7 +267,7 @@ def _kept_at(body: Any, pos: int, limit: int, kept: _Kept) -> tuple[Any, int] | 
     if entry is None:
         return None
     end = pos + entry[0]
-    if end > limit or _digest(body, pos, end) != entry[1]:
+    if end > limit or digest(body, pos, end) != entry[1]:
         return None
     entry[3] = _clock()
     return entry[2], end
@@ -283,10 +288,10 @@ def _node(body: Any, start: int, stop: int, frozen: Any, decoder: msgspec.json.D
     kept = _kept if _kept.frozen == frozen else _reset(frozen)
     name = _name(body, start)
     entry = kept.nodes.get(name) if name is not None else None
-    digest = None
+    seen = None
     if entry is not None and entry[0] == stop - start:
-        digest = _digest(body, start, stop)
-        if digest == entry[1]:
+        seen = digest(body, start, stop)
+        if seen == entry[1]:
             counts["reused"] += 1
             _thread.reused = 1
             entry[3] = _clock()
@@ -297,12 +302,12 @@ def _node(body: Any, start: int, stop: int, frozen: Any, decoder: msgspec.json.D
     except DECODE_ERRORS:
         return None
     if node is not None and name is not None:
-        _keep(kept, name, stop - start, digest or _digest(body, start, stop), node)
+        _keep(kept, name, stop - start, seen or digest(body, start, stop), node)
     counts["decoded"] += 1
     return node
 
 
-def _digest(body: Any, start: int, stop: int) -> bytes:
+def digest(body: Any, start: int, stop: int) -> bytes:
     """XXH3-128 of ``body[start:stop]`` under this process's seed, without a copy (bytes,
     bytearray or a mapped body; the views are released at once, so a bytearray may be resized and
     a map closed after)."""

@@ -40,6 +40,16 @@ of the check. Right after a kept entry, the next one is checked alone (so that a
 check the kept entries after it), and the one after it too; after two in a row not kept, pieces
 are ``piece_bytes`` again until an entry is taken.
 
+Jobs this worker decoded in its last onSessionOpen are not decoded again either: each job entry
+is decoded alone (from a verified entry start to the next entry start, so one piece per job) and
+kept by its key with its value's length and digest (``_KeptJobs``); at a verified entry start of
+the next open, an entry ``"<uid>":<value>`` with a plain key whose value has the kept length and
+digest and is followed by ``,`` is that job's pruned struct, put in the map as a piece's entry is.
+The kept jobs are replaced by those of each open that decodes (one snapshot's pruned jobs per
+worker at most), and dropped when the read set changes; ``node_reuse_bytes`` 0 turns this off
+too (the Jobs map is then decoded in ``piece_bytes`` pieces, as before). With 2 workers, a worker's last open is
+at most a few cycles old; a job whose bytes changed since is decoded again.
+
 A body in another shape (another field order, whitespace) is never split: ``finish`` then
 decodes it whole, as before. The buffer must be writable (the separators are rewritten for
 the duration of one decode call) and nothing else may read the bytes being decoded meanwhile;
@@ -56,7 +66,8 @@ from typing import Any
 import msgspec
 
 from . import arriving
-from .node_reuse import kept_element
+from . import node_reuse
+from .node_reuse import digest, kept_element
 from .reading import DECODE_ERRORS, FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 from .snapshot import _Object, _open_decoder
 
@@ -68,6 +79,11 @@ STREAM_FROM = 4 << 20
 _JOBS_START = b'{"Jobs":{'
 _JOB_ENTRY = re.compile(rb',"[^"\\]*":\{"UID":"[^"\\]*","PgUID":')
 _JOB_TAIL = b'","PgUID":'
+#: a job value's ``"Queue":`` follows its UID, PgUID, Name and Namespace (Go's field order); its
+#: ``Q`` is rare in Volcano's JSON, so a job entry is found by a memchr for it (~10 GB/s here),
+#: where ``bytes.find`` of the tail runs at ~1.4 GB/s
+_JOB_QUEUE = b'"Queue":'
+_QUEUE_AFTER_TAIL = 1024  # how far before its "Queue" a job's PgUID may be (names are < 320 bytes)
 _JOBS_END = b'},"Nodes":{'
 _NODE_ENTRY = re.compile(rb',"[^"\\]*":\{"Name":"[^"\\]*","Node":')
 _NODE_TAIL = b'","Node":'
@@ -80,6 +96,27 @@ _PLAIN_KEY = re.compile(rb'[\x20\x21\x23-\x5b\x5d-\x7e]*')
 _OVERLAP = 4096
 
 _JOBS, _NODES, _DONE, _OFF = "jobs", "nodes", "done", "off"
+
+
+class _KeptJobs:
+    """The jobs of this worker's last decoded onSessionOpen for one read set: key -> (value's
+    length, digest, pruned struct)."""
+
+    __slots__ = ("frozen", "entries")
+
+    def __init__(self, frozen: Any, entries: dict) -> None:
+        self.frozen, self.entries = frozen, entries
+
+
+_kept_jobs = _KeptJobs(None, {})
+
+
+def _forget_jobs() -> None:
+    global _kept_jobs
+    _kept_jobs = _KeptJobs(None, {})
+
+
+os.register_at_fork(after_in_child=_forget_jobs)  # digests are under the parent's seed
 
 
 @built_once
@@ -104,6 +141,12 @@ class OpenStream:
         self.jobs_span = self.nodes_span = (0, 0)   # (first entry, first byte not covered)
         self.pieces = 0
         self.reused = 0         # Nodes entries taken as kept nodes (not checked again)
+        self.jobs_reused = 0    # Jobs entries taken as kept jobs (not decoded again)
+        kept = _kept_jobs
+        self.keeps = node_reuse.enabled()  # node_reuse_bytes 0 turns this off too
+        self.kept_jobs = kept.entries if kept.frozen == self.frozen and self.keeps else {}
+        self.new_jobs: dict = {}  # this open's jobs by key, kept for the next one if it decodes
+        self.decoded: Any = None  # the last piece's map
         self.misses = 0         # entries checked alone in a row since the last kept one
         self.busy = 0.0         # seconds spent decoding pieces and taking kept nodes
         if length >= (STREAM_FROM if stream_from is None else stream_from):
@@ -135,10 +178,9 @@ class OpenStream:
         twice; the map's end marker only where the window found none (``bytes.find`` of it runs
         at ~1 GB/s on JSON) or a piece did not decode."""
         jobs = self.state == _JOBS
-        if not jobs:
-            alone = self._nodes_alone(received)
-            if alone is not None:
-                return alone
+        alone = (self._jobs_alone(received) if self.keeps else None) if jobs else self._nodes_alone(received)
+        if alone is not None:
+            return alone
         entry, tail, end_marker = ((_JOB_ENTRY, _JOB_TAIL, _JOBS_END) if jobs
                                    else (_NODE_ENTRY, _NODE_TAIL, _NODES_END))
         pos, piece = self.pos, self.piece_bytes
@@ -163,6 +205,68 @@ class OpenStream:
         if end >= 0:
             return self._piece(end, closes=True, last_try=True)
         return window_end < received  # a long entry: the window moves on
+
+    def _jobs_alone(self, received: int) -> bool | None:
+        """Take the kept jobs at ``pos``, else decode the entry there alone and keep it; None to
+        go on with pieces (a key that is not plain, an entry start matched inside a string, the
+        map's last entry)."""
+        started = time.perf_counter()
+        took = self._take_kept_jobs(received)
+        self.busy += time.perf_counter() - started
+        if took:
+            return True
+        start = max(self.search_from, self.pos + 1)
+        stop = _job_start(self.buffer, start, received) if start < received else -1
+        if stop < 0:
+            if received < self.length:
+                self.search_from = max(start, received - _OVERLAP)
+                return False
+            return None
+        key = self._plain_key(stop)
+        value = self.pos + len(key) + 3 if key is not None else 0  # after '"<key>":'
+        if not self._piece(stop, closes=False):
+            return None
+        if key is not None:  # one entry under a plain key: kept (an escaped key is only decoded)
+            decoded, name = self.decoded, key.decode()
+            if len(decoded) == 1 and name in decoded:
+                self.new_jobs[name] = (stop - value, digest(self.buffer, value, stop), decoded[name])
+        return True
+
+    def _plain_key(self, received: int) -> bytes | None:
+        """The key of the entry at ``pos`` when it is plain (a valid JSON string as is) and
+        followed by ``:``, else None."""
+        buffer, pos = self.buffer, self.pos
+        if pos >= received or buffer[pos] != 0x22:  # '"'
+            return None
+        quote = buffer.find(b'"', pos + 1, min(received, pos + 1 + _KEY_MAX))
+        if quote < 0 or quote + 1 >= received or buffer[quote + 1] != 0x3A:  # ":"
+            return None
+        key = bytes(buffer[pos + 1:quote])
+        return key if _PLAIN_KEY.fullmatch(key) else None
+
+    def _take_kept_jobs(self, received: int) -> bool:
+        """Take the Jobs entries from ``pos`` on whose value is a job kept from this worker's
+        last open (the same key, length and digest), each followed by ``,``."""
+        kept, buffer, took = self.kept_jobs, self.buffer, False
+        while kept:
+            key = self._plain_key(received)
+            if key is None:
+                return took
+            name = key.decode()
+            entry = kept.get(name)
+            if entry is None:
+                return took
+            value = self.pos + len(key) + 3
+            end = value + entry[0]
+            if end >= received or buffer[end] != 0x2C or digest(buffer, value, end) != entry[1]:  # ","
+                return took
+            self.jobs[name] = entry[2]
+            self.new_jobs[name] = entry
+            self._cover(end)
+            self.pos = self.search_from = self.end_from = end + 1
+            self.jobs_reused += 1
+            took = True
+        return took
 
     def _nodes_alone(self, received: int) -> bool | None:
         """Take the kept nodes at ``pos``, else, right after one (and for two entries in a row),
@@ -232,6 +336,7 @@ class OpenStream:
             buffer[begin - 1], buffer[stop] = before, after
             self.busy += time.perf_counter() - started
         self.pieces += 1
+        self.decoded = decoded
         if jobs:
             self.jobs.update(decoded)
         self._cover(stop)
@@ -258,7 +363,7 @@ class OpenStream:
         while self.feed(self.length):
             pass
         decoder = _open_decoder(self.frozen)
-        if self.state == _OFF or (self.pieces == 0 and self.reused == 0):
+        if self.state == _OFF or (self.pieces == 0 and self.reused == 0 and self.jobs_reused == 0):
             return decode_json(decoder, self.buffer)
         sentinel = b'"\\u0000' + os.urandom(8).hex().encode() + b'"'
         skeleton = bytearray()
@@ -281,7 +386,35 @@ class OpenStream:
                 merged = self.jobs
                 merged.update(rest)
                 pruned.Jobs = merged
+                self._keep_jobs()
         return pruned
+
+    def _keep_jobs(self) -> None:
+        """This open's jobs are the ones the next open of this worker compares with."""
+        global _kept_jobs
+        _kept_jobs = _KeptJobs(self.frozen, self.new_jobs) if self.keeps else _KeptJobs(None, {})
+
+
+def _job_start(buffer: Any, start: int, end: int) -> int:
+    """Where the first job entry found in ``buffer[start:end]`` begins (its ``,``), or -1: found
+    by the ``Q`` of its ``"Queue":``, then matched from its head as ``arriving.entry_start`` does.
+    It may miss one (a value in another field order): the piece up to the next one then holds two
+    entries, decodes all the same, and is not kept as one job."""
+    search = start
+    while True:
+        q = buffer.find(b"Q", search, end)
+        if q < 0:
+            return -1
+        search = q + 1
+        if q < 1 or buffer.find(_JOB_QUEUE, q - 1, q - 1 + len(_JOB_QUEUE)) != q - 1:
+            continue
+        at = buffer.rfind(_JOB_TAIL, max(start, q - _QUEUE_AFTER_TAIL), q)
+        if at < 0:
+            continue
+        found = arriving.entry_start(buffer, _JOB_ENTRY, b',"', _JOB_TAIL, max(start, at - arriving.HEAD_BYTES),
+                                     at + len(_JOB_TAIL))
+        if found >= 0:
+            return found
 
 
 def decode_streamed(body: Any, reads: Reads | None = None, step: int = PIECE_BYTES,

@@ -68,5 +68,5 @@ def test_open_breakdown_after_predicates_takes_the_nodes_the_workers_kept():
     line = next(line for line in run.stdout.splitlines() if line.startswith("round 1:"))
     assert "status" not in line, line  # every open answered 200
     service, off = line.split("service ")[1], line.split("service-reuse-off ")[1]
-    reused = int(service.split("nodes reused ")[1].split(")")[0])
-    assert reused >= 1 and "nodes reused 0)" in off, line
+    reused = int(service.split("nodes reused ")[1].split(",")[0])
+    assert reused >= 1 and "nodes reused 0, jobs reused 0)" in off, line

@@ -277,3 +277,182 @@ def test_a_node_named_with_invalid_utf8_is_refused_and_never_taken():
     assert "invalid UTF-8 at byte" in expected
     assert_fails_like_the_whole_decoder(open_stream.OpenStream, body, READS, expected)
     node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
+
+
+# ---------------------------------------------------------------- jobs kept from the worker's last open
+
+@pytest.fixture
+def job_cluster():
+    """A 30 x 10 cluster's body (33 jobs), with no jobs kept from an earlier open."""
+    open_stream._forget_jobs()
+    cluster = Cluster(ClusterSpec(nodes=30, pods_per_node=10))
+    out = io.BytesIO()
+    write_snapshot(cluster, out)
+    yield out.getvalue()
+    open_stream._forget_jobs()
+
+
+def job_values(body: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each job entry's value, in order (the generator's compact layout: a job's
+    value starts ``{"UID":"…","PgUID":``, a task's has no PgUID)."""
+    import re
+    first = body.index(b'{"Jobs":{') + len(b'{"Jobs":{') - 1
+    end = body.index(b'},"Nodes":{')
+    starts = [m.start(1) for m in re.finditer(rb'[{,]"[^"\\]*":(\{"UID":"[^"\\]*","PgUID":)', body[:end])
+              if m.start() >= first]
+    return [(value, body.rindex(b',"', 0, starts[i + 1]) if i + 1 < len(starts) else end)
+            for i, value in enumerate(starts)]
+
+
+@pytest.mark.parametrize("step,piece", [(1 << 20, 2 << 20), (65536, 256 << 10), (5000, 1)])
+def test_an_open_takes_the_jobs_the_workers_last_open_decoded(job_cluster, step, piece):
+    first, stream = streamed(job_cluster, step, piece)
+    assert first == whole(job_cluster) and stream.jobs_reused == 0
+    again, stream = streamed(job_cluster, step, piece)
+    assert again == whole(job_cluster)
+    assert stream.jobs_reused == 32, "every job but the last, which the map's end closes"
+
+
+def test_changed_new_and_gone_jobs_are_decoded_and_the_rest_taken(job_cluster):
+    """After an open, the next one has job 2 changed at the same length, job 5 grown, job 9 gone,
+    a job added in front and job 20 keyed with an escape: the result is the whole decoder's and
+    the other jobs are taken."""
+    streamed(job_cluster, 1 << 20, 2 << 20)
+    body = bytearray(job_cluster)
+    spans = job_values(job_cluster)
+    assert len(spans) == 33
+    edits = []
+    s, e = spans[2]
+    at = body.index(b'"MinAvailable":', s) + len(b'"MinAvailable":')
+    edits.append((at, at + 1, b"7"))
+    s, e = spans[5]
+    at = body.index(b'"Priority":', s) + len(b'"Priority":')
+    edits.append((at, at, b"1"))
+    s9, e9 = spans[9]
+    key9 = body.rindex(b',"', 0, s9)
+    edits.append((key9, e9, b""))
+    s20, _ = spans[20]
+    key20 = body.rindex(b',"', 0, s20) + 2
+    edits.append((key20, key20 + 1, b"\\u006d"))  # "ml/..." -> "\u006dl/...": the same key, escaped
+    s0, e0 = spans[0]
+    head = body.index(b'{"Jobs":{') + len(b'{"Jobs":{')
+    new = bytes(body[head:e0]).replace(b'ml/run-00000', b'ml/new-00000').replace(b'"MinAvailable":4', b'"MinAvailable":3')
+    edits.append((head, head, new + b","))
+    for start, stop, text in sorted(edits, reverse=True):
+        body[start:stop] = text
+    body = bytes(body)
+    for step, piece in ((1 << 20, 2 << 20), (65536, 256 << 10), (3000, 1)):
+        streamed(job_cluster, 1 << 20, 2 << 20)  # the jobs of the body before the changes
+        result, stream = streamed(body, step, piece)
+        assert result == whole(body)
+        assert stream.jobs_reused == 33 - 4 - 1, (step, piece)  # jobs 2, 5, 9, 20 and the last
+        again, stream = streamed(body, step, piece)  # the changed body's jobs are the kept ones now
+        assert again == whole(body) and stream.jobs_reused == 33 - 1 - 1, "all but job 20 (escaped) and the last"
+
+
+@pytest.mark.parametrize("damage", ["job", "job-number", "truncated", "unterminated key"])
+def test_a_damaged_body_fails_like_the_whole_decoder_with_its_jobs_kept(job_cluster, damage):
+    streamed(job_cluster, 1 << 20, 2 << 20)
+    body = bytearray(job_cluster)
+    spans = job_values(job_cluster)
+    if damage == "job":
+        at = body.index(b'"PgUID"', spans[6][0])
+        body[at + 1] = ord("\\")
+    elif damage == "job-number":
+        body[spans[4][0]:spans[4][0]] = b'7,"junk":'
+    elif damage == "unterminated key":
+        key = body.rindex(b',"', 0, spans[8][0])
+        body[spans[8][0] - 2] = ord("x")  # the key's closing quote
+        del key
+    else:
+        body = body[:spans[12][0] + 50]
+    body = bytes(body)
+    expected = error_of(lambda: snapshot.decode_open_body(body, READS))
+    assert_fails_like_the_whole_decoder(open_stream.OpenStream, body, READS, expected)
+    again, stream = streamed(job_cluster, 1 << 20, 2 << 20)
+    assert again == whole(job_cluster) and stream.jobs_reused == 32, "a failed open replaced no kept job"
+
+
+def test_random_one_byte_damage_with_every_job_kept_never_changes_a_result_or_an_error(job_cluster):
+    """120 bodies, each the cluster's with one byte replaced, inserted or deleted in the Jobs map,
+    each decoded right after the undamaged body (so its jobs are kept): each decodes to the whole
+    decoder's snapshot, or fails with its error."""
+    rng = random.Random(2312)
+    first = job_cluster.index(b'{"Jobs":{')
+    last = job_cluster.index(b'},"Nodes":{')
+    for _ in range(120):
+        body = bytearray(job_cluster)
+        at = rng.randrange(first, last)
+        kind = rng.choice(("replace", "insert", "delete"))
+        byte = rng.choice(b'{}[]",:0a\\ \x01')
+        if kind == "replace":
+            body[at] = byte
+        elif kind == "insert":
+            body[at:at] = bytes([byte])
+        else:
+            del body[at]
+        body = bytes(body)
+        streamed(job_cluster, 65536, 256 << 10)  # keep the good body's jobs
+        try:
+            expected = ("ok", whole(body))
+        except Exception as error:  # noqa: BLE001 - the whole decoder's error is what must come out
+            expected = ("error", str(error))
+        buffer = bytearray(body)
+        stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=256 << 10, stream_from=0)
+        arriving.feed_in_steps(stream, len(buffer), 65536)
+        try:
+            got = ("ok", snapshot.encode_snapshot(stream.finish()))
+        except Exception as error:  # noqa: BLE001
+            got = ("error", str(error))
+        assert got == expected, (kind, at, byte)
+        assert buffer == body
+
+
+def test_a_read_set_change_takes_no_kept_job(job_cluster):
+    from policy_extender.policyset.compile import compile_sources
+    streamed(job_cluster, 1 << 20, 2 << 20)
+    other = compile_sources({"o.policy": "filter node.name != \"x\"\n"}).reads
+    buffer = bytearray(job_cluster)
+    stream = open_stream.OpenStream(buffer, len(buffer), other, piece_bytes=2 << 20, stream_from=0)
+    arriving.feed_in_steps(stream, len(buffer), 1 << 20)
+    assert snapshot.encode_snapshot(stream.finish()) == snapshot.encode_snapshot(snapshot.decode_open_body(job_cluster, other))
+    assert stream.jobs_reused == 0
+
+
+def test_a_forked_worker_keeps_no_job_of_its_parent(job_cluster):
+    import os
+    streamed(job_cluster, 1 << 20, 2 << 20)
+    assert open_stream._kept_jobs.entries
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, str(len(open_stream._kept_jobs.entries)).encode())
+        os._exit(0)
+    os.close(write)
+    kept_in_child = int(os.read(read, 64))
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert kept_in_child == 0
+
+
+def test_an_entry_found_by_no_entry_start_is_never_skipped_with_a_kept_job(job_cluster):
+    """A null job (``"x":null``) after job 3 has no ``"UID"``/``"PgUID"`` start, so job 3 is decoded
+    together with it: that span holds two entries and is not kept as job 3, else the next open
+    would take job 3 and skip the null entry the whole decoder keeps."""
+    spans = job_values(job_cluster)
+    body = job_cluster[:spans[3][1]] + b',"x":null' + job_cluster[spans[3][1]:]
+    for _ in range(2):
+        result, stream = streamed(body, 1 << 20, 2 << 20)
+        assert result == whole(body)
+    assert "x" not in open_stream._kept_jobs.entries and "x" in orjson.loads(body)["Jobs"]
+
+
+def test_node_reuse_off_keeps_no_job(job_cluster):
+    node_reuse.configure(0)
+    try:
+        for _ in range(2):
+            result, stream = streamed(job_cluster, 1 << 20, 2 << 20)
+            assert result == whole(job_cluster) and stream.jobs_reused == 0
+        assert not open_stream._kept_jobs.entries
+    finally:
+        node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
