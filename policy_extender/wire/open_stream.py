@@ -83,6 +83,9 @@ _JOB_TAIL = b'","PgUID":'
 #: ``Q`` is rare in Volcano's JSON, so a job entry is found by a memchr for it (~10 GB/s here),
 #: where ``bytes.find`` of the tail runs at ~1.4 GB/s
 _JOB_QUEUE = b'"Queue":'
+#: no job start in this much after a job's start: the map's end (or a long job) is looked for by
+#: the pieces (searching each job for the end marker too would cost a ``bytes.find`` over all)
+_LONG_JOB = 1 << 20
 _QUEUE_AFTER_TAIL = 1024  # how far before its "Queue" a job's PgUID may be (names are < 320 bytes)
 _JOBS_END = b'},"Nodes":{'
 _NODE_ENTRY = re.compile(rb',"[^"\\]*":\{"Name":"[^"\\]*","Node":')
@@ -218,10 +221,10 @@ class OpenStream:
         start = max(self.search_from, self.pos + 1)
         stop = _job_start(self.buffer, start, received) if start < received else -1
         if stop < 0:
-            if received < self.length:
-                self.search_from = max(start, received - _OVERLAP)
-                return False
-            return None
+            if received == self.length or received - self.pos >= max(_LONG_JOB, 2 * self.piece_bytes):
+                return None  # the map's last job (or a long one): the pieces look for the map's end
+            self.search_from = max(start, received - _OVERLAP)
+            return False
         key = self._plain_key(stop)
         value = self.pos + len(key) + 3 if key is not None else 0  # after '"<key>":'
         if not self._piece(stop, closes=False):

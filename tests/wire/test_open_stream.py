@@ -456,3 +456,21 @@ def test_node_reuse_off_keeps_no_job(job_cluster):
         assert not open_stream._kept_jobs.entries
     finally:
         node_reuse.configure(node_reuse.DEFAULT_MAX_BYTES)
+
+
+@pytest.mark.parametrize("kept_first", [False, True], ids=["first open", "jobs kept"])
+def test_the_jobs_map_closes_while_the_body_arrives(job_cluster, kept_first):
+    """The Nodes map is checked while it arrives whether the jobs were decoded alone or taken:
+    the Jobs map is closed long before the last byte (it was held until then when every job had
+    been taken, so the nodes were all checked after the last byte)."""
+    if kept_first:
+        streamed(job_cluster, 1 << 20, 2 << 20)
+    nodes_at = job_cluster.index(b'},"Nodes":{')
+    assert len(job_cluster) - nodes_at > (1 << 20) + 200_000
+    buffer = bytearray(job_cluster)
+    stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=256 << 10, stream_from=0)
+    arriving.feed_in_steps(stream, len(buffer) - 200_000, 65536)
+    assert stream.state in ("nodes", "done"), stream.state
+    assert stream.jobs_reused == (32 if kept_first else 0)
+    arriving.feed_in_steps(stream, len(buffer), 65536)
+    assert snapshot.encode_snapshot(stream.finish()) == whole(job_cluster)
