@@ -224,14 +224,14 @@ def test_a_damaged_body_fails_like_the_whole_decoder_with_every_node_kept(kept_c
     assert_fails_like_the_whole_decoder(open_stream.OpenStream, body, READS, expected)
 
 
-def test_random_one_byte_damage_with_every_node_kept_never_changes_a_result_or_an_error(kept_cluster):
-    """120 bodies, each the kept cluster's with one byte replaced, inserted or deleted in the
-    Nodes map: each decodes to the whole decoder's snapshot, or fails with its error."""
-    rng = random.Random(2311)
-    first = kept_cluster.index(b',"Nodes":{')
-    last = kept_cluster.index(b'},"Queues":')
+def one_byte_damages_decode_like_the_whole_decoder(good: bytes, first: int, last: int, seed: int,
+                                                   before=lambda: None) -> None:
+    """120 bodies, each ``good`` with one byte replaced, inserted or deleted in ``[first, last)``,
+    each streamed after ``before()``: each decodes to the whole decoder's snapshot, or fails with
+    its error, and is left as it came."""
+    rng = random.Random(seed)
     for _ in range(120):
-        body = bytearray(kept_cluster)
+        body = bytearray(good)
         at = rng.randrange(first, last)
         kind = rng.choice(("replace", "insert", "delete"))
         byte = rng.choice(b'{}[]",:0a\\ \x01')
@@ -242,6 +242,7 @@ def test_random_one_byte_damage_with_every_node_kept_never_changes_a_result_or_a
         else:
             del body[at]
         body = bytes(body)
+        before()
         try:
             expected = ("ok", whole(body))
         except Exception as error:  # noqa: BLE001 - the whole decoder's error is what must come out
@@ -255,6 +256,12 @@ def test_random_one_byte_damage_with_every_node_kept_never_changes_a_result_or_a
             got = ("error", str(error))
         assert got == expected, (kind, at, byte)
         assert buffer == body
+
+
+def test_random_one_byte_damage_with_every_node_kept_never_changes_a_result_or_an_error(kept_cluster):
+    """In the Nodes map, with every node kept by predicates."""
+    one_byte_damages_decode_like_the_whole_decoder(kept_cluster, kept_cluster.index(b',"Nodes":{'),
+                                                   kept_cluster.index(b'},"Queues":'), seed=2311)
 
 
 def test_a_node_named_with_invalid_utf8_is_refused_and_never_taken():
@@ -374,38 +381,10 @@ def test_a_damaged_body_fails_like_the_whole_decoder_with_its_jobs_kept(job_clus
 
 
 def test_random_one_byte_damage_with_every_job_kept_never_changes_a_result_or_an_error(job_cluster):
-    """120 bodies, each the cluster's with one byte replaced, inserted or deleted in the Jobs map,
-    each decoded right after the undamaged body (so its jobs are kept): each decodes to the whole
-    decoder's snapshot, or fails with its error."""
-    rng = random.Random(2312)
-    first = job_cluster.index(b'{"Jobs":{')
-    last = job_cluster.index(b'},"Nodes":{')
-    for _ in range(120):
-        body = bytearray(job_cluster)
-        at = rng.randrange(first, last)
-        kind = rng.choice(("replace", "insert", "delete"))
-        byte = rng.choice(b'{}[]",:0a\\ \x01')
-        if kind == "replace":
-            body[at] = byte
-        elif kind == "insert":
-            body[at:at] = bytes([byte])
-        else:
-            del body[at]
-        body = bytes(body)
-        streamed(job_cluster, 65536, 256 << 10)  # keep the good body's jobs
-        try:
-            expected = ("ok", whole(body))
-        except Exception as error:  # noqa: BLE001 - the whole decoder's error is what must come out
-            expected = ("error", str(error))
-        buffer = bytearray(body)
-        stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=256 << 10, stream_from=0)
-        arriving.feed_in_steps(stream, len(buffer), 65536)
-        try:
-            got = ("ok", snapshot.encode_snapshot(stream.finish()))
-        except Exception as error:  # noqa: BLE001
-            got = ("error", str(error))
-        assert got == expected, (kind, at, byte)
-        assert buffer == body
+    """In the Jobs map, each right after the undamaged body (so its jobs are kept)."""
+    one_byte_damages_decode_like_the_whole_decoder(
+        job_cluster, job_cluster.index(b'{"Jobs":{'), job_cluster.index(b'},"Nodes":{'), seed=2312,
+        before=lambda: streamed(job_cluster, 65536, 256 << 10))
 
 
 def test_a_read_set_change_takes_no_kept_job(job_cluster):
