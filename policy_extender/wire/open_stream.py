@@ -299,18 +299,13 @@ class OpenStream:
         entry is left to the pieces)."""
         buffer, took = self.buffer, False
         while True:
-            pos = self.pos
-            if pos >= received or buffer[pos] != 0x22:  # '"'
+            key = self._plain_key(received)
+            if key is None:
                 return took
-            quote = buffer.find(b'"', pos + 1, min(received, pos + 1 + _KEY_MAX))
-            value = quote + 2
-            if quote < 0 or value >= received or buffer[quote + 1] != 0x3A:  # ":"
-                return took
+            value = self.pos + len(key) + 3  # after '"<key>":'
             name = value + _NAME_AT
-            key = bytes(buffer[pos + 1:quote])
-            if buffer.find(b'"', name + len(key), name + len(key) + 1) < 0 \
-                    or buffer[name:name + len(key)] != key or not _PLAIN_KEY.fullmatch(key):
-                return took  # not keyed by its plain name: left to the pieces
+            if buffer.find(b'"', name + len(key), name + len(key) + 1) < 0 or buffer[name:name + len(key)] != key:
+                return took  # not keyed by its own name: left to the pieces
             found = kept_element(buffer, value, received - 1, self.frozen)
             if found is None or buffer[found[1]] != 0x2C:  # ","
                 return took
