@@ -36,7 +36,8 @@ are not decoded again: at a verified entry start of the Nodes map, an entry ``"<
 whose value has a kept node's length and digest, whose key is that node's name (so a valid
 string) and which is followed by ``,`` is a whole valid entry (the node's bytes decoded before),
 and the next entry starts after the ``,``: the same argument as a piece's, with a digest in place
-of the check. Right after a kept entry, the next one is checked alone (so that a piece does not
+of the check. Followed by the map's end marker instead (``},"Queues":``, ``},"Nodes":{`` for
+the Jobs), it is the map's last entry and the map ends there, as after a piece that closes it. Right after a kept entry, the next one is checked alone (so that a piece does not
 check the kept entries after it), and the one after it too; after two in a row not kept, pieces
 are ``piece_bytes`` again until an entry is taken.
 
@@ -44,7 +45,8 @@ Jobs this worker decoded in its last onSessionOpen are not decoded again either:
 is decoded alone (from a verified entry start to the next entry start, so one piece per job) and
 kept by its key with its value's length and digest (``_KeptJobs``); at a verified entry start of
 the next open, an entry ``"<uid>":<value>`` with a plain key whose value has the kept length and
-digest and is followed by ``,`` is that job's pruned struct, put in the map as a piece's entry is.
+digest and is followed by ``,`` (or the map's end marker) is that job's pruned struct, put in the
+map as a piece's entry is. Any piece of one job under a plain key is kept, the map's last too.
 The kept jobs are replaced by those of each open that decodes (one snapshot's pruned jobs per
 worker at most), and dropped when the read set changes; ``node_reuse_bytes`` 0 turns this off
 too (the Jobs map is then decoded in ``piece_bytes`` pieces, as before). With 2 workers, a worker's last open is
@@ -149,7 +151,6 @@ class OpenStream:
         self.keeps = node_reuse.enabled()  # node_reuse_bytes 0 turns this off too
         self.kept_jobs = kept.entries if kept.frozen == self.frozen and self.keeps else {}
         self.new_jobs: dict = {}  # this open's jobs by key, kept for the next one if it decodes
-        self.decoded: Any = None  # the last piece's map
         self.misses = 0         # entries checked alone in a row since the last kept one
         self.busy = 0.0         # seconds spent decoding pieces and taking kept nodes
         if length >= (STREAM_FROM if stream_from is None else stream_from):
@@ -225,15 +226,7 @@ class OpenStream:
                 return None  # the map's last job (or a long one): the pieces look for the map's end
             self.search_from = max(start, received - _OVERLAP)
             return False
-        key = self._plain_key(stop)
-        value = self.pos + len(key) + 3 if key is not None else 0  # after '"<key>":'
-        if not self._piece(stop, closes=False):
-            return None
-        if key is not None:  # one entry under a plain key: kept (an escaped key is only decoded)
-            decoded, name = self.decoded, key.decode()
-            if len(decoded) == 1 and name in decoded:
-                self.new_jobs[name] = (stop - value, digest(self.buffer, value, stop), decoded[name])
-        return True
+        return True if self._piece(stop, closes=False) else None
 
     def _plain_key(self, received: int) -> bytes | None:
         """The key of the entry at ``pos`` when it is plain (a valid JSON string as is) and
@@ -249,7 +242,8 @@ class OpenStream:
 
     def _take_kept_jobs(self, received: int) -> bool:
         """Take the Jobs entries from ``pos`` on whose value is a job kept from this worker's
-        last open (the same key, length and digest), each followed by ``,``."""
+        last open (the same key, length and digest), each followed by ``,`` or, the last, by the
+        map's end marker."""
         kept, buffer, took = self.kept_jobs, self.buffer, False
         while kept:
             key = self._plain_key(received)
@@ -261,15 +255,43 @@ class OpenStream:
                 return took
             value = self.pos + len(key) + 3
             end = value + entry[0]
-            if end >= received or buffer[end] != 0x2C or digest(buffer, value, end) != entry[1]:  # ","
+            closes = self._closes(end, received)
+            if closes is None or digest(buffer, value, end) != entry[1]:
                 return took
             self.jobs[name] = entry[2]
             self.new_jobs[name] = entry
-            self._cover(end)
-            self.pos = self.search_from = self.end_from = end + 1
             self.jobs_reused += 1
+            self._taken(end, closes)
             took = True
+            if closes:
+                return took
         return took
+
+    def _closes(self, end: int, received: int) -> bool | None:
+        """After an entry ending at ``end``: False for ``,`` (another entry follows), True for the
+        current map's end marker (``},"Nodes":{`` or ``},"Queues":``), None for anything else or
+        not arrived yet."""
+        if end >= received:
+            return None
+        if self.buffer[end] == 0x2C:  # ","
+            return False
+        marker = _JOBS_END if self.state == _JOBS else _NODES_END
+        if end + len(marker) <= received and self.buffer.find(marker, end, end + len(marker)) == end:
+            return True
+        return None
+
+    def _taken(self, end: int, closes: bool) -> None:
+        """An entry taken whole up to ``end``: the next one starts after the ``,``, or the map
+        closed there (as a piece that ``closes`` does)."""
+        self._cover(end)
+        if not closes:
+            self.pos = self.search_from = self.end_from = end + 1
+        elif self.state == _JOBS:
+            self.state = _NODES
+            self.pos = self.search_from = self.end_from = end + len(_JOBS_END)
+            self.nodes_span = (self.pos, self.pos)
+        else:
+            self.state = _DONE
 
     def _nodes_alone(self, received: int) -> bool | None:
         """Take the kept nodes at ``pos``, else, right after one (and for two entries in a row),
@@ -295,8 +317,8 @@ class OpenStream:
 
     def _take_kept(self, received: int) -> bool:
         """Take the Nodes entries from ``pos`` on whose value is a node this worker kept (the
-        same length and digest) under its own name as key, each followed by ``,`` (the map's last
-        entry is left to the pieces)."""
+        same length and digest) under its own name as key, each followed by ``,`` or, the last,
+        by the map's end marker."""
         buffer, took = self.buffer, False
         while True:
             key = self._plain_key(received)
@@ -307,12 +329,14 @@ class OpenStream:
             if buffer.find(b'"', name + len(key), name + len(key) + 1) < 0 or buffer[name:name + len(key)] != key:
                 return took  # not keyed by its own name: left to the pieces
             found = kept_element(buffer, value, received - 1, self.frozen)
-            if found is None or buffer[found[1]] != 0x2C:  # ","
+            closes = self._closes(found[1], received) if found is not None else None
+            if closes is None:
                 return took
-            self._cover(found[1])
-            self.pos = self.search_from = self.end_from = found[1] + 1
             self.reused += 1
+            self._taken(found[1], closes)
             took = True
+            if closes:
+                return took
 
     def _piece(self, stop: int, closes: bool, last_try: bool = False) -> bool:
         """Decode ``buffer[pos:stop]`` as the entries of the current map; ``stop`` is the ``,``
@@ -320,6 +344,7 @@ class OpenStream:
         not decode stops the stream when ``last_try`` (else the caller tries the map's end)."""
         jobs = self.state == _JOBS
         buffer, begin = self.buffer, self.pos
+        key = self._plain_key(stop) if jobs and self.keeps else None
         before, after = buffer[begin - 1], buffer[stop]
         buffer[begin - 1], buffer[stop] = 0x7B, 0x7D  # "{", "}"
         started = time.perf_counter()
@@ -334,9 +359,12 @@ class OpenStream:
             buffer[begin - 1], buffer[stop] = before, after
             self.busy += time.perf_counter() - started
         self.pieces += 1
-        self.decoded = decoded
         if jobs:
             self.jobs.update(decoded)
+            if key is not None and len(decoded) == 1:  # one job under a plain key: kept (by value)
+                name, value = key.decode(), begin + len(key) + 3
+                if name in decoded:
+                    self.new_jobs[name] = (stop - value, digest(buffer, value, stop), decoded[name])
         self._cover(stop)
         if not closes:
             self.pos = self.search_from = self.end_from = stop + 1

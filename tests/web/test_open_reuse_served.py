@@ -58,5 +58,5 @@ def test_an_open_after_predicates_and_another_open_stores_what_the_whole_decode_
     assert stored[0] == stored[1] == stored[2], "the snapshot stored is the whole decode's"
     taken = [(line["values"].get("nodes_reused", 0), line["values"].get("jobs_reused", 0)) for line in lines]
     assert taken[0] == (0, 0), "an indented body is decoded whole"
-    assert taken[1] == (49, 0), "every node but the last, from the predicates; no job kept yet"
-    assert taken[2] == (49, jobs - 1), "and every job but the last, from the open before"
+    assert taken[1] == (50, 0), "every node, from the predicates; no job kept yet"
+    assert taken[2] == (50, jobs), "and every job, from the open before"

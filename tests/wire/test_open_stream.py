@@ -162,7 +162,7 @@ def kept_cluster():
 def test_nodes_kept_from_predicates_are_taken_and_the_result_is_the_whole_decode(kept_cluster, step, piece):
     result, stream = streamed(kept_cluster, step, piece)
     assert result == whole(kept_cluster)
-    assert stream.reused == 29, "every node entry but the last, which the map's end closes"
+    assert stream.reused == 30, "every node, the last one closing the map"
     assert stream.state == "done"
 
 
@@ -172,7 +172,7 @@ def test_a_mapped_body_takes_the_kept_nodes_too(kept_cluster):
         stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=1 << 20, stream_from=0)
         arriving.feed_in_steps(stream, len(buffer), 1 << 20)
         assert snapshot.encode_snapshot(stream.finish()) == whole(kept_cluster)
-        assert stream.reused == 29 and buffer[:] == kept_cluster
+        assert stream.reused == 30 and buffer[:] == kept_cluster
 
 
 def test_changed_and_never_kept_nodes_are_checked_between_kept_ones(kept_cluster):
@@ -198,7 +198,7 @@ def test_changed_and_never_kept_nodes_are_checked_between_kept_ones(kept_cluster
     for step, piece in ((1 << 20, 2 << 20), (65536, 256 << 10), (3000, 1)):
         result, stream = streamed(body, step, piece)
         assert result == whole(body)
-        assert stream.reused == 29 - 6, (step, piece)
+        assert stream.reused == 30 - 6, (step, piece)
 
 
 @pytest.mark.parametrize("damage", ["node", "node-number", "queue", "truncated", "control character in a key"])
@@ -317,7 +317,7 @@ def test_an_open_takes_the_jobs_the_workers_last_open_decoded(job_cluster, step,
     assert first == whole(job_cluster) and stream.jobs_reused == 0
     again, stream = streamed(job_cluster, step, piece)
     assert again == whole(job_cluster)
-    assert stream.jobs_reused == 32, "every job but the last, which the map's end closes"
+    assert stream.jobs_reused == 33, "every job, the last one closing the map"
 
 
 def test_changed_new_and_gone_jobs_are_decoded_and_the_rest_taken(job_cluster):
@@ -352,9 +352,9 @@ def test_changed_new_and_gone_jobs_are_decoded_and_the_rest_taken(job_cluster):
         streamed(job_cluster, 1 << 20, 2 << 20)  # the jobs of the body before the changes
         result, stream = streamed(body, step, piece)
         assert result == whole(body)
-        assert stream.jobs_reused == 33 - 4 - 1, (step, piece)  # jobs 2, 5, 9, 20 and the last
+        assert stream.jobs_reused == 33 - 4, (step, piece)  # all but jobs 2, 5, 9 (gone) and 20
         again, stream = streamed(body, step, piece)  # the changed body's jobs are the kept ones now
-        assert again == whole(body) and stream.jobs_reused == 33 - 1 - 1, "all but job 20 (escaped) and the last"
+        assert again == whole(body) and stream.jobs_reused == 33 - 1, "all but job 20 (escaped)"
 
 
 @pytest.mark.parametrize("damage", ["job", "job-number", "truncated", "unterminated key"])
@@ -377,7 +377,7 @@ def test_a_damaged_body_fails_like_the_whole_decoder_with_its_jobs_kept(job_clus
     expected = error_of(lambda: snapshot.decode_open_body(body, READS))
     assert_fails_like_the_whole_decoder(open_stream.OpenStream, body, READS, expected)
     again, stream = streamed(job_cluster, 1 << 20, 2 << 20)
-    assert again == whole(job_cluster) and stream.jobs_reused == 32, "a failed open replaced no kept job"
+    assert again == whole(job_cluster) and stream.jobs_reused == 33, "a failed open replaced no kept job"
 
 
 def test_random_one_byte_damage_with_every_job_kept_never_changes_a_result_or_an_error(job_cluster):
@@ -450,6 +450,17 @@ def test_the_jobs_map_closes_while_the_body_arrives(job_cluster, kept_first):
     stream = open_stream.OpenStream(buffer, len(buffer), READS, piece_bytes=256 << 10, stream_from=0)
     arriving.feed_in_steps(stream, len(buffer) - 200_000, 65536)
     assert stream.state in ("nodes", "done"), stream.state
-    assert stream.jobs_reused == (32 if kept_first else 0)
+    assert stream.jobs_reused == (33 if kept_first else 0)
     arriving.feed_in_steps(stream, len(buffer), 65536)
     assert snapshot.encode_snapshot(stream.finish()) == whole(job_cluster)
+
+
+def test_only_volcanos_map_end_closes_the_jobs_map_after_a_kept_job(job_cluster):
+    """After the last kept job, ``},"Extra":{},"Nodes":{`` is not the Jobs map's end marker: that
+    job is not taken (the pieces find where the map ends) and the result is the whole decoder's."""
+    streamed(job_cluster, 1 << 20, 2 << 20)
+    end = job_cluster.index(b'},"Nodes":{')
+    body = job_cluster[:end] + b'},"Extra":{}' + job_cluster[end + 1:]
+    result, stream = streamed(body, 1 << 20, 2 << 20)
+    assert result == whole(body)
+    assert stream.jobs_reused == 32, "the last job is followed by no marker: decoded, not taken"
