@@ -214,10 +214,7 @@ class OpenStream:
         """Take the kept jobs at ``pos``, else decode the entry there alone and keep it; None to
         go on with pieces (a key that is not plain, an entry start matched inside a string, the
         map's last entry)."""
-        started = time.perf_counter()
-        took = self._take_kept_jobs(received)
-        self.busy += time.perf_counter() - started
-        if took:
+        if self._take_kept(received, self._kept_job, self._took_job):
             return True
         start = max(self.search_from, self.pos + 1)
         stop = _job_start(self.buffer, start, received) if start < received else -1
@@ -240,32 +237,42 @@ class OpenStream:
         key = bytes(buffer[pos + 1:quote])
         return key if _PLAIN_KEY.fullmatch(key) else None
 
-    def _take_kept_jobs(self, received: int) -> bool:
-        """Take the Jobs entries from ``pos`` on whose value is a job kept from this worker's
-        last open (the same key, length and digest), each followed by ``,`` or, the last, by the
-        map's end marker."""
-        kept, buffer, took = self.kept_jobs, self.buffer, False
-        while kept:
-            key = self._plain_key(received)
-            if key is None:
-                return took
-            name = key.decode()
-            entry = kept.get(name)
-            if entry is None:
-                return took
-            value = self.pos + len(key) + 3
-            end = value + entry[0]
-            closes = self._closes(end, received)
-            if closes is None or digest(buffer, value, end) != entry[1]:
-                return took
-            self.jobs[name] = entry[2]
-            self.new_jobs[name] = entry
-            self.jobs_reused += 1
-            self._taken(end, closes)
-            took = True
-            if closes:
-                return took
-        return took
+    def _take_kept(self, received: int, kept_at, took_one) -> bool:
+        """Take the entries of the current map from ``pos`` on that ``kept_at(key, value,
+        received)`` finds kept (``(end, what)``: the entry's value ends at ``end``), each followed by
+        ``,`` or, the last, by the map's end marker; ``took_one(key, what)`` records each."""
+        started, took = time.perf_counter(), False
+        try:
+            while True:
+                key = self._plain_key(received)
+                found = kept_at(key, self.pos + len(key) + 3, received) if key is not None else None
+                closes = self._closes(found[0], received) if found is not None else None
+                if closes is None:
+                    return took
+                took_one(key, found[1])
+                self._taken(found[0], closes)
+                took = True
+                if closes:
+                    return took
+        finally:
+            self.busy += time.perf_counter() - started
+
+    def _kept_job(self, key: bytes, value: int, received: int) -> tuple[int, tuple] | None:
+        """A job kept from this worker's last open under ``key`` whose value at ``value`` has the
+        kept length and digest: (where the value ends, the kept entry)."""
+        entry = self.kept_jobs.get(key.decode())
+        if entry is None:
+            return None
+        end = value + entry[0]
+        if end >= received or digest(self.buffer, value, end) != entry[1]:
+            return None
+        return end, entry
+
+    def _took_job(self, key: bytes, entry: tuple) -> None:
+        name = key.decode()
+        self.jobs[name] = entry[2]
+        self.new_jobs[name] = entry
+        self.jobs_reused += 1
 
     def _closes(self, end: int, received: int) -> bool | None:
         """After an entry ending at ``end``: False for ``,`` (another entry follows), True for the
@@ -296,10 +303,7 @@ class OpenStream:
     def _nodes_alone(self, received: int) -> bool | None:
         """Take the kept nodes at ``pos``, else, right after one (and for two entries in a row),
         check the next entry alone; None to go on with pieces."""
-        started = time.perf_counter()
-        took = self._take_kept(received)
-        self.busy += time.perf_counter() - started
-        if took:
+        if self._take_kept(received, self._kept_node, self._took_node):
             self.misses = 0
             return True
         if not self.reused or self.misses >= 2:
@@ -315,28 +319,18 @@ class OpenStream:
             return False  # the next entry start has not arrived
         return None  # the map's last entry: its end marker
 
-    def _take_kept(self, received: int) -> bool:
-        """Take the Nodes entries from ``pos`` on whose value is a node this worker kept (the
-        same length and digest) under its own name as key, each followed by ``,`` or, the last,
-        by the map's end marker."""
-        buffer, took = self.buffer, False
-        while True:
-            key = self._plain_key(received)
-            if key is None:
-                return took
-            value = self.pos + len(key) + 3  # after '"<key>":'
-            name = value + _NAME_AT
-            if buffer.find(b'"', name + len(key), name + len(key) + 1) < 0 or buffer[name:name + len(key)] != key:
-                return took  # not keyed by its own name: left to the pieces
-            found = kept_element(buffer, value, received - 1, self.frozen)
-            closes = self._closes(found[1], received) if found is not None else None
-            if closes is None:
-                return took
-            self.reused += 1
-            self._taken(found[1], closes)
-            took = True
-            if closes:
-                return took
+    def _kept_node(self, key: bytes, value: int, received: int) -> tuple[int, Any] | None:
+        """A node this worker kept (the same length and digest) at ``value``, keyed by its own
+        name: (where it ends, its struct)."""
+        name = value + _NAME_AT
+        if self.buffer.find(b'"', name + len(key), name + len(key) + 1) < 0 \
+                or self.buffer[name:name + len(key)] != key:
+            return None  # not keyed by its own name: left to the pieces
+        found = kept_element(self.buffer, value, received - 1, self.frozen)
+        return None if found is None else (found[1], found[0])
+
+    def _took_node(self, key: bytes, node: Any) -> None:
+        self.reused += 1
 
     def _piece(self, stop: int, closes: bool, last_try: bool = False) -> bool:
         """Decode ``buffer[pos:stop]`` as the entries of the current map; ``stop`` is the ``,``
@@ -434,7 +428,7 @@ class OpenStream:
     def _keep_jobs(self) -> None:
         """This open's jobs are the ones the next open of this worker compares with."""
         global _kept_jobs
-        _kept_jobs = _KeptJobs(self.frozen, self.new_jobs) if self.keeps else _KeptJobs(None, {})
+        _kept_jobs = _KeptJobs(self.frozen, self.new_jobs)  # empty when node_reuse_bytes is 0
 
 
 def _job_start(buffer: Any, start: int, end: int) -> int:
