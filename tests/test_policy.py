@@ -159,3 +159,22 @@ def test_aggregates_refuse_too_many_elements():
     request = decode.decode_predicate(body, ps.reads, NO_SESSION)
     with pytest.raises(EvalError, match="E512"):
         ps.predicate(request.task, request.node, NO_SESSION)
+
+
+def test_resource_amounts_read_alone_score_as_the_whole_resources_do():
+    """``node.idle.gpu`` compiles to one amount read off the wire (``View.amount``); a root that is
+    not a view (no ``amount``) is read through its field, with the same result."""
+    from types import SimpleNamespace
+
+    from policy_extender.wire.resources import Resources
+    ps = compile_sources({"r.policy": "score a: 1000000 * node.idle.gpu + 1000 * task.requests.cpu"
+                                      " + node.allocatable.pods - node.used.memory\n"})
+    request = decode.decode_prioritize(_sample("prioritize"), ps.reads, NO_SESSION)
+    expected = {n.name: float(1000000 * n.idle.gpu + 1000 * request.task.requests.cpu + n.allocatable.pods - n.used.memory)
+                for n in request.nodes}
+    assert ps.prioritize(request.task, request.nodes, NO_SESSION).scores == expected
+    assert any(v != 0 for v in expected.values())
+    task = SimpleNamespace(requests=Resources({"cpu": 2}), job=None, name="t")
+    node = SimpleNamespace(name="n", idle=Resources({"nvidia.com/gpu": 3}), allocatable=Resources({"pods": 7}),
+                           used=Resources({"memory": 5}))
+    assert ps.prioritize(task, [node], NO_SESSION).scores == {"n": 3002002.0}

@@ -129,7 +129,7 @@ class Compiler:
         if owner in schema.TYPES:
             direct = self.root_path(node)
             if direct is not None:
-                return operator.attrgetter(direct)
+                return self.wire_amount(node, direct) or operator.attrgetter(direct)
             return _attribute(self.expr(node.obj), operator.attrgetter(name))
         return _any_get(self.expr(node.obj), name)
 
@@ -145,6 +145,22 @@ class Compiler:
         if not resolved or resolved[0] != "root" or resolved[1] not in _ALWAYS_PRESENT:
             return None
         return ".".join([resolved[1], *reversed(steps)])
+
+    def wire_amount(self, node: ast.Field, direct: str) -> Fn | None:
+        """``node.idle.gpu`` (a root's ``resources`` field, then a shorthand) read as one amount:
+        a root with an ``amount(field, name)`` method (the wire views) converts only that resource
+        instead of building the whole ``resources`` object; any other root is read by ``direct``."""
+        if direct.count(".") != 2 or self.type_of(node.obj) != "resources":
+            return None
+        root, field, name = direct.split(".")
+        if name not in schema.RESOURCE_SHORTHANDS:
+            return None
+        get_root, generic, full = operator.attrgetter(root), operator.attrgetter(direct), schema.RESOURCE_SHORTHANDS[name]
+
+        def amount(c):
+            read = getattr(get_root(c), "amount", None)
+            return read(field, full) if read is not None else generic(c)
+        return amount
 
     def expr_Index(self, node: ast.Index) -> Fn:
         obj, owner = self.expr(node.obj), self.type_of(node.obj)

@@ -90,6 +90,27 @@ class Resources:
 EMPTY = Resources()
 
 
+def amount_from_wire(resource, name: str) -> int | float:
+    """``Resources.from_wire(resource)[name]`` for one full resource name, without converting the
+    others: a rule reading ``node.idle.gpu`` pays for one amount, not for every resource."""
+    if resource is None:
+        return 0
+    scalars = _get(resource, "ScalarResources")
+    if scalars:
+        value = scalars.get(name, _ABSENT)
+        if value is not _ABSENT:  # a scalar wins, as it does in from_wire's loop
+            value = value or 0
+            return whole(value if name in PLAIN_SCALARS else value / 1000)
+    if name == "cpu":
+        return whole((_get(resource, "MilliCPU") or 0) / 1000)
+    if name == "memory":
+        return whole(_get(resource, "Memory") or 0)
+    return 0
+
+
+_ABSENT = object()
+
+
 def add_amounts(total: dict[str, int | float], amounts: Mapping[str, int | float]) -> None:
     """Add ``amounts`` (whole units, full or shorthand names) into ``total`` in place."""
     for name, value in amounts.items():

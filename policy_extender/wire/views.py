@@ -9,12 +9,12 @@ the view carries. A field the read set did not include reads as its empty value.
 from __future__ import annotations
 
 from .paths import TASK_STATUSES
-from .resources import Counts, Resources, _get
+from .resources import Counts, Resources, _get, amount_from_wire
 from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
            "Resources", "Counts", "SessionView", "AllocationView", "Tally", "Allocation", "NoSession", "NO_SESSION",
-           "SnapshotEnv", "VIEW_TYPES"]
+           "SnapshotEnv", "VIEW_TYPES", "WireResources"]
 
 #: Task statuses that count as ready for a job (Volcano's ReadyTaskNum).
 READY_STATUSES = frozenset({2, 8, 16, 32, 128})
@@ -37,6 +37,15 @@ def _elements(collection) -> list:
         return []
     values = collection.values() if isinstance(collection, dict) else collection
     return [v for v in values if v is not None]
+
+
+class WireResources(property):
+    """A view field read from one of Volcano's ``Resource`` objects (``key`` on the wire), in
+    whole units; the compiler reads a single amount of it through ``amount_from_wire``."""
+
+    def __init__(self, key: str, doc: str | None = None) -> None:
+        super().__init__(lambda view: Resources.from_wire(_get(view.raw, key)), doc=doc)
+        self.key = key
 
 
 class View:
@@ -64,6 +73,14 @@ class View:
 
     def _bool(self, *keys) -> bool:
         return bool(_dig(self.raw, *keys))
+
+    def amount(self, field: str, name: str):
+        """``getattr(self, field)[name]``; a ``WireResources`` field converts only that amount
+        (what the compiler reads for ``node.idle.gpu``)."""
+        wire = getattr(type(self), field, None)
+        if type(wire) is WireResources:
+            return amount_from_wire(_get(self.raw, wire.key), name)
+        return getattr(self, field)[name]
 
     def __repr__(self) -> str:
         ident = _get(self.raw, "UID") or _get(self.raw, "Name") or _get(self.raw, "key")
@@ -97,8 +114,8 @@ class TaskView(View):
     annotations = property(lambda self: self._map("Pod", "metadata", "annotations"))
     priority = property(lambda self: self._num("Priority"))
     priority_class = property(lambda self: self._str("Pod", "spec", "priorityClassName"))
-    requests = property(lambda self: Resources.from_wire(_get(self.raw, "Resreq")))
-    init_requests = property(lambda self: Resources.from_wire(_get(self.raw, "InitResreq")))
+    requests = WireResources("Resreq")
+    init_requests = WireResources("InitResreq")
     node_selector = property(lambda self: self._map("Pod", "spec", "nodeSelector"))
     status = property(lambda self: TASK_STATUSES.get(_get(self.raw, "Status")))
     preemptable = property(lambda self: self._bool("Preemptable"))
@@ -129,12 +146,12 @@ class NodeView(View):
     annotations = property(lambda self: self._map("Node", "metadata", "annotations"))
     unschedulable = property(lambda self: self._bool("Node", "spec", "unschedulable"))
     ready = property(lambda self: _dig(self.raw, "State", "Phase") == 1)
-    allocatable = property(lambda self: Resources.from_wire(_get(self.raw, "Allocatable")))
-    capacity = property(lambda self: Resources.from_wire(_get(self.raw, "Capacity")))
-    idle = property(lambda self: Resources.from_wire(_get(self.raw, "Idle")))
-    used = property(lambda self: Resources.from_wire(_get(self.raw, "Used")))
-    releasing = property(lambda self: Resources.from_wire(_get(self.raw, "Releasing")))
-    pipelined = property(lambda self: Resources.from_wire(_get(self.raw, "Pipelined")))
+    allocatable = WireResources("Allocatable")
+    capacity = WireResources("Capacity")
+    idle = WireResources("Idle")
+    used = WireResources("Used")
+    releasing = WireResources("Releasing")
+    pipelined = WireResources("Pipelined")
 
     @property
     def taints(self) -> list[TaintView]:
@@ -161,8 +178,8 @@ class JobView(View):
     priority = property(lambda self: self._num("Priority"))
     min_available = property(lambda self: self._num("MinAvailable"))
     preemptable = property(lambda self: self._bool("Preemptable"))
-    allocated = property(lambda self: Resources.from_wire(_get(self.raw, "Allocated")))
-    total_request = property(lambda self: Resources.from_wire(_get(self.raw, "TotalRequest")))
+    allocated = WireResources("Allocated")
+    total_request = WireResources("TotalRequest")
     min_resources = property(lambda self: Resources.from_quantities(
         _dig(self.raw, "PodGroup", "spec", "minResources")))
     labels = property(lambda self: self._map("PodGroup", "metadata", "labels"))
