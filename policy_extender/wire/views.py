@@ -8,6 +8,10 @@ the view carries. A field the read set did not include reads as its empty value.
 
 from __future__ import annotations
 
+import operator
+
+import msgspec
+
 from .paths import TASK_STATUSES
 from .resources import Counts, Resources, _get, amount_from_wire
 from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
@@ -29,6 +33,47 @@ def _dig(obj, *keys):
             return None
         obj = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
     return obj
+
+
+#: names a step must not have: an attribute path would find a method of the value there
+_NOT_STEPS = frozenset(n for t in (dict, list, str, int, float, msgspec.Struct) for n in dir(t))
+
+
+def _reader(*keys):
+    """``_dig(raw, *keys)`` as one function: the attribute path in C (one ``attrgetter``), and
+    ``_dig`` itself only when a step is None, a dict or absent (the ``AttributeError``)."""
+    if _NOT_STEPS.intersection(keys):
+        raise ValueError(f"{keys}: a step named like a method cannot be read as an attribute path")
+    path = operator.attrgetter(".".join(keys))
+
+    def read(raw):
+        try:
+            return path(raw)
+        except AttributeError:
+            return _dig(raw, *keys)
+    return read
+
+
+def _string(*keys) -> property:
+    """A field read as it is (a string, a list, a Struct, or None)."""
+    read = _reader(*keys)
+    return property(lambda self: read(self.raw))
+
+
+def _mapping(*keys) -> property:
+    """A Go map: a dict, never None."""
+    read = _reader(*keys)
+    return property(lambda self: value if isinstance(value := read(self.raw), dict) else {})
+
+
+def _number(*keys) -> property:
+    read = _reader(*keys)
+    return property(lambda self: read(self.raw) or 0)
+
+
+def _flag(*keys) -> property:
+    read = _reader(*keys)
+    return property(lambda self: bool(read(self.raw)))
 
 
 def _elements(collection) -> list:
@@ -89,39 +134,39 @@ class View:
 
 class TaintView(View):
     __slots__ = ()
-    key = property(lambda self: self._str("key"))
-    value = property(lambda self: self._str("value"))
-    effect = property(lambda self: self._str("effect"))
+    key = _string("key")
+    value = _string("value")
+    effect = _string("effect")
 
 
 class TolerationView(View):
     __slots__ = ()
-    key = property(lambda self: self._str("key"))
-    operator = property(lambda self: self._str("operator"))
-    value = property(lambda self: self._str("value"))
-    effect = property(lambda self: self._str("effect"))
+    key = _string("key")
+    operator = _string("operator")
+    value = _string("value")
+    effect = _string("effect")
 
 
 class TaskView(View):
     """A Volcano TaskInfo (one pod)."""
 
     __slots__ = ()
-    uid = property(lambda self: self._str("UID"))
-    name = property(lambda self: self._str("Name"))
-    namespace = property(lambda self: self._str("Namespace"))
-    role = property(lambda self: self._str("TaskRole"))
-    labels = property(lambda self: self._map("Pod", "metadata", "labels"))
-    annotations = property(lambda self: self._map("Pod", "metadata", "annotations"))
-    priority = property(lambda self: self._num("Priority"))
-    priority_class = property(lambda self: self._str("Pod", "spec", "priorityClassName"))
+    uid = _string("UID")
+    name = _string("Name")
+    namespace = _string("Namespace")
+    role = _string("TaskRole")
+    labels = _mapping("Pod", "metadata", "labels")
+    annotations = _mapping("Pod", "metadata", "annotations")
+    priority = _number("Priority")
+    priority_class = _string("Pod", "spec", "priorityClassName")
     requests = WireResources("Resreq")
     init_requests = WireResources("InitResreq")
-    node_selector = property(lambda self: self._map("Pod", "spec", "nodeSelector"))
+    node_selector = _mapping("Pod", "spec", "nodeSelector")
     status = property(lambda self: TASK_STATUSES.get(_get(self.raw, "Status")))
-    preemptable = property(lambda self: self._bool("Preemptable"))
-    best_effort = property(lambda self: self._bool("BestEffort"))
-    node_name = property(lambda self: self._str("NodeName"))
-    job_id = property(lambda self: self._str("Job"))
+    preemptable = _flag("Preemptable")
+    best_effort = _flag("BestEffort")
+    node_name = _string("NodeName")
+    job_id = _string("Job")
 
     @property
     def tolerations(self) -> list[TolerationView]:
@@ -141,10 +186,10 @@ class NodeView(View):
     """A Volcano NodeInfo."""
 
     __slots__ = ()
-    name = property(lambda self: self._str("Name"))
-    labels = property(lambda self: self._map("Node", "metadata", "labels"))
-    annotations = property(lambda self: self._map("Node", "metadata", "annotations"))
-    unschedulable = property(lambda self: self._bool("Node", "spec", "unschedulable"))
+    name = _string("Name")
+    labels = _mapping("Node", "metadata", "labels")
+    annotations = _mapping("Node", "metadata", "annotations")
+    unschedulable = _flag("Node", "spec", "unschedulable")
     ready = property(lambda self: _dig(self.raw, "State", "Phase") == 1)
     allocatable = WireResources("Allocatable")
     capacity = WireResources("Capacity")
@@ -171,20 +216,20 @@ class JobView(View):
     """A Volcano JobInfo (a PodGroup and its tasks)."""
 
     __slots__ = ()
-    uid = property(lambda self: self._str("UID"))
-    name = property(lambda self: self._str("Name"))
-    namespace = property(lambda self: self._str("Namespace"))
-    queue_name = property(lambda self: self._str("Queue"))
-    priority = property(lambda self: self._num("Priority"))
-    min_available = property(lambda self: self._num("MinAvailable"))
-    preemptable = property(lambda self: self._bool("Preemptable"))
+    uid = _string("UID")
+    name = _string("Name")
+    namespace = _string("Namespace")
+    queue_name = _string("Queue")
+    priority = _number("Priority")
+    min_available = _number("MinAvailable")
+    preemptable = _flag("Preemptable")
     allocated = WireResources("Allocated")
     total_request = WireResources("TotalRequest")
     min_resources = property(lambda self: Resources.from_quantities(
         _dig(self.raw, "PodGroup", "spec", "minResources")))
-    labels = property(lambda self: self._map("PodGroup", "metadata", "labels"))
-    annotations = property(lambda self: self._map("PodGroup", "metadata", "annotations"))
-    phase = property(lambda self: self._str("PodGroup", "status", "phase"))
+    labels = _mapping("PodGroup", "metadata", "labels")
+    annotations = _mapping("PodGroup", "metadata", "annotations")
+    phase = _string("PodGroup", "status", "phase")
 
     @property
     def queue(self):
@@ -210,18 +255,18 @@ class QueueView(View):
     """A Volcano QueueInfo (the Queue CRD)."""
 
     __slots__ = ()
-    uid = property(lambda self: self._str("UID"))
-    name = property(lambda self: self._str("Name"))
-    weight = property(lambda self: self._num("Weight"))
+    uid = _string("UID")
+    name = _string("Name")
+    weight = _number("Weight")
     capability = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "spec", "capability")))
     deserved = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "spec", "deserved")))
     guarantee = property(lambda self: Resources.from_quantities(
         _dig(self.raw, "Queue", "spec", "guarantee", "resource")))
     allocated = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "status", "allocated")))
-    state = property(lambda self: self._str("Queue", "status", "state"))
-    parent = property(lambda self: self._str("Queue", "spec", "parent"))
-    labels = property(lambda self: self._map("Queue", "metadata", "labels"))
-    annotations = property(lambda self: self._map("Queue", "metadata", "annotations"))
+    state = _string("Queue", "status", "state")
+    parent = _string("Queue", "spec", "parent")
+    labels = _mapping("Queue", "metadata", "labels")
+    annotations = _mapping("Queue", "metadata", "annotations")
 
     @property
     def reclaimable(self) -> bool:

@@ -53,3 +53,32 @@ def test_views_convert_lazily_and_share_the_raw_struct(full):
     assert not hasattr(node, "__dict__")          # __slots__ only
     other = node.with_env(object())
     assert other.raw is node.raw
+
+
+def test_a_field_path_reads_what_digging_step_by_step_reads():
+    """``_reader`` (one attribute path, ``_dig`` on AttributeError) against ``_dig`` on Structs,
+    dicts, None, absent and wrongly typed steps; a step named like a method is refused."""
+    import msgspec
+
+    from policy_extender.wire.views import _dig, _reader
+
+    class Meta(msgspec.Struct):
+        labels: dict | None = None
+
+    class Pruned(msgspec.Struct):  # the read set left ``metadata`` out
+        Name: str | None = None
+
+    class Obj(msgspec.Struct):
+        metadata: object = None
+
+    raws = [Obj(Meta({"a": "1"})), Obj(Meta(None)), Obj(None), Obj({"labels": {"b": "2"}}), Obj({"x": 1}),
+            Obj("text"), Obj([1, 2]), Obj(7), Pruned("n"), {"metadata": {"labels": {"c": "3"}}},
+            {"metadata": Meta({"d": "4"})}, {"metadata": None}, {}, None, "text", [], 3]
+    for keys in (("metadata", "labels"), ("metadata",), ("Name",)):
+        read = _reader(*keys)
+        for raw in raws:
+            assert read(raw) == _dig(raw, *keys), (keys, raw)
+    assert _reader("metadata", "labels")(raws[0]) == {"a": "1"}
+    for method in ("items", "get", "upper", "count", "real"):
+        with pytest.raises(ValueError, match="named like a method"):
+            _reader("metadata", method)
