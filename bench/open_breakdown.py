@@ -41,7 +41,13 @@ with or without it, a worker takes the jobs its last open decoded (``jobs reused
 The snapshot's nodes are those of the predicates byte for byte (in a cluster, the nodes that
 changed since are checked again).
 
-``python -m bench.open_breakdown [--nodes 500 --pods 30] [--runs 5] [--snapshot FILE] [--after-predicates K]``
+Which worker answers an open is the kernel's choice. A round answered by a worker that had not
+answered an open before (nothing of an earlier open kept: ``jobs reused`` 0) says so, and the
+report gives the medians without such rounds too. ``--warm-every-worker`` repeats each server's
+warm-up open until every worker answered one, as in a cluster, where a worker's first open comes
+once in its life.
+
+``python -m bench.open_breakdown [--nodes 500 --pods 30] [--runs 5] [--snapshot FILE] [--after-predicates K] [--warm-every-worker]``
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ from bench.load import Connection, Pool
 from bench.server import ROOT, Server, _RUNNING, command, process_cpu
 
 PHASES = ("before", "receive", "decode", "encode", "store", "answer")
+#: warm-up opens at most, with --warm-every-worker (which worker accepts a connection is the kernel's choice)
+WARM_UP_TRIES = 8
 
 
 class TracedServer(Server):
@@ -71,6 +79,7 @@ class TracedServer(Server):
     def __init__(self, kind: str, trace_path: str | None, launcher: tuple[str, ...] = (), **kw):
         super().__init__(kind, **kw)
         self.trace_path, self.launcher, self.seen = trace_path, launcher, 0
+        self.opened_by: set[int] = set()  # workers that answered an open (warm-up included)
 
     def start(self) -> "TracedServer":
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -113,7 +122,9 @@ def open_once(server: TracedServer, path: str) -> dict:
     status, _ = conn.request("/onSessionOpen", path)
     done = time.perf_counter()
     conn.close()
-    cpu = max(process_cpu(pid) - cpu0[pid] for pid in workers)
+    spent = {pid: process_cpu(pid) - cpu0[pid] for pid in workers}
+    answering = max(spent, key=spent.get)  # the worker that answered used the CPU
+    cpu = spent[answering]
     close = Connection(server.host, server.port, timeout=30)
     close.request("/onSessionClose", b"{}")
     close.close()
@@ -124,6 +135,9 @@ def open_once(server: TracedServer, path: str) -> dict:
                  and sent <= r["start"] <= done]
         if opens:
             row.update(breakdown(opens[0], sent, done))
+            answering = opens[0]["pid"]  # the trace names the worker (the CPU alone can tie on a small body)
+    row.update(pid=answering, first=answering not in server.opened_by)
+    server.opened_by.add(answering)
     return row
 
 
@@ -153,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", default="floor,service,service-whole")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--warm-every-worker", action="store_true",
+                        help=f"warm up until every worker of each server answered an open (at most {WARM_UP_TRIES} opens)")
     parser.add_argument("--after-predicates", type=int, default=0, metavar="K",
                         help="send K tasks' predicates on every node before each open (not timed)")
     args = parser.parse_args(argv)
@@ -170,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
             predicates = [("predicate", "/predicate", body) for p in range(args.after_predicates)
                           for body in bodies.predicates(p=p)]
         size = os.path.getsize(path)
+        warm = "warm-up opens per server until each of its workers answered one" if args.warm_every_worker \
+            else "one warm-up per server"
         print(f"method: {Path(__file__).name}: onSessionOpen of {size / 1e6:.1f} MB ({path}), {args.runs} interleaved "
-              f"rounds after one warm-up per server; each open a new connection, client-measured from before connect "
+              f"rounds after {warm}; each open a new connection, client-measured from before connect "
               f"to the answer's last byte; gunicorn {args.workers} workers x {args.threads} threads; nproc {os.cpu_count()}; "
               f"uptime load at start: {open('/proc/loadavg').read().split()[:3]}"
               + (f"; before each open, {len(predicates)} predicates ({args.after_predicates} tasks x {args.nodes} nodes)"
@@ -196,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
                 return open_once(servers[kind], path)
 
             for kind, server in servers.items():
-                opened(kind)
+                for _ in range(WARM_UP_TRIES if args.warm_every_worker else 1):
+                    opened(kind)
+                    if len(server.opened_by) >= len(server.worker_pids()):
+                        break
                 server.new_trace()
             rounds: list[dict[str, dict]] = []
             for n in range(args.runs):
@@ -204,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                 line = [f"round {n + 1}:"]
                 for kind, row in rounds[-1].items():
                     line.append(f"{kind} {ms(row['seconds'])} ms (cpu {ms(row['cpu'])}, load {row['load']:.2f}"
+                                + (", the worker's first open" if row["first"] else "")
                                 + (f", nodes reused {row['reused']}, jobs reused {row['jobs']}" if "reused" in row else "")
                                 + (f", status {row['status']}" if row["status"] != 200 else "") + ")")
                 print("  ".join(line), flush=True)
@@ -235,6 +257,13 @@ def report(rounds: list[dict[str, dict]], kinds: list[str]) -> None:
             ratios = [r[k]["seconds"] / r["floor"]["seconds"] for r in rounds]
             cells += [ms(med(k, "seconds")), f"{statistics.median(ratios):.2f}"]
         print(f"| median | | {ms(med('floor', 'seconds'))} | " + " | ".join(cells) + " |")
+        for k in services:
+            steady = [r for r in rounds if not r[k].get("first")]
+            if len(steady) < len(rounds):  # a round that was a worker's first open: the others alone too
+                ratios = [r[k]["seconds"] / r["floor"]["seconds"] for r in steady]
+                print(f"{k}: {len(rounds) - len(steady)} round(s) a worker's first open; the other {len(steady)}: median "
+                      + (f"{ms(statistics.median(r[k]['seconds'] for r in steady))} ms, ratio {statistics.median(ratios):.2f}"
+                         if steady else "-"))
         for k in services:
             worst = max(r[k]["seconds"] for r in rounds)
             print(f"{k}: slowest open {ms(worst)} ms; ratio max {max(r[k]['seconds'] / r['floor']['seconds'] for r in rounds):.2f}")

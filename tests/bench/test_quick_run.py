@@ -70,3 +70,27 @@ def test_open_breakdown_after_predicates_takes_the_nodes_the_workers_kept():
     service, off = line.split("service ")[1], line.split("service-reuse-off ")[1]
     reused = int(service.split("nodes reused ")[1].split(",")[0])
     assert reused >= 1 and "nodes reused 0, jobs reused 0)" in off, line
+
+
+def test_open_breakdown_can_warm_every_worker_and_marks_a_workers_first_open():
+    """``--warm-every-worker``: every worker of each server answered an open before the rounds,
+    so no round is a worker's first open; without it, a round answered by a fresh worker says
+    so, takes no job (nothing of an earlier open was kept there) and the report gives the
+    medians without such rounds."""
+    def rounds(*flags):
+        run = subprocess.run([sys.executable, "-m", "bench.open_breakdown", "--nodes", "12", "--pods", "40",
+                              "--runs", "4", "--servers", "floor,service", *flags],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+        return run.stdout, [line for line in run.stdout.splitlines() if line.startswith("round ")]
+
+    out, lines = rounds("--warm-every-worker")
+    assert "until each of its workers answered one" in out and len(lines) == 4
+    assert not any("first open" in line for line in lines), lines
+    assert all("jobs reused 0" not in line.split("service ")[1] for line in lines), lines
+    out, lines = rounds()
+    firsts = [line.split("service ")[1] for line in lines if "first open" in line.split("service ")[1]]
+    for first in firsts:  # the kernel picks the worker: with 2 workers and 4 rounds, most runs have one
+        assert "jobs reused 0" in first, first
+    if firsts:
+        assert "round(s) a worker's first open; the other" in out
