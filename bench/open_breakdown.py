@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                 line = [f"round {n + 1}:"]
                 for kind, row in rounds[-1].items():
                     line.append(f"{kind} {ms(row['seconds'])} ms (cpu {ms(row['cpu'])}, load {row['load']:.2f}"
-                                + (", the worker's first open" if row["first"] else "")
+                                + f", worker {row['pid']}" + (", its first open" if row["first"] else "")
                                 + (f", nodes reused {row['reused']}, jobs reused {row['jobs']}" if "reused" in row else "")
                                 + (f", status {row['status']}" if row["status"] != 200 else "") + ")")
                 print("  ".join(line), flush=True)
