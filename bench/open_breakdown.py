@@ -67,6 +67,8 @@ from bench.load import Connection, Pool
 from bench.server import ROOT, Server, _RUNNING, command, process_cpu
 
 PHASES = ("before", "receive", "decode", "encode", "store", "answer")
+#: waits of 0.3 s at most for an open's trace line (a loaded machine flushes late)
+TRACE_WAITS = 20
 #: warm-up opens at most, with --warm-every-worker (which worker accepts a connection is the kernel's choice)
 WARM_UP_TRIES = 8
 
@@ -130,9 +132,13 @@ def open_once(server: TracedServer, path: str) -> dict:
     close.close()
     row = {"seconds": done - sent, "status": status, "cpu": cpu, "load": load}
     if server.trace_path:
-        time.sleep(0.6)  # two flusher turns
-        opens = [r for r in server.new_trace() if r.get("kind") == "request" and r["verb"] == "onSessionOpen"
-                 and sent <= r["start"] <= done]
+        opens: list[dict] = []
+        for _ in range(TRACE_WAITS):  # the workers flush their trace lines every 0.25 s
+            time.sleep(0.3)
+            opens += [r for r in server.new_trace() if r.get("kind") == "request" and r["verb"] == "onSessionOpen"
+                      and sent <= r["start"] <= done]
+            if opens:
+                break
         if opens:
             row.update(breakdown(opens[0], sent, done))
             answering = opens[0]["pid"]  # the trace names the worker (the CPU alone can tie on a small body)
