@@ -47,10 +47,8 @@ class Resources:
             scalars = getattr(resource, "ScalarResources", None)
         amounts = {"cpu": whole((milli_cpu or 0) / 1000), "memory": whole(memory or 0)}
         if scalars:
-            plain = PLAIN_SCALARS
             for name, value in scalars.items():
-                value = value or 0
-                amounts[name] = whole(value if name in plain else value / 1000)
+                amounts[name] = _scalar(name, value)
         return cls(amounts)
 
     @classmethod
@@ -99,8 +97,7 @@ def amount_from_wire(resource, name: str) -> int | float:
     if scalars:
         value = scalars.get(name, _ABSENT)
         if value is not _ABSENT:  # a scalar wins, as it does in from_wire's loop
-            value = value or 0
-            return whole(value if name in PLAIN_SCALARS else value / 1000)
+            return _scalar(name, value)
     if name == "cpu":
         return whole((_get(resource, "MilliCPU") or 0) / 1000)
     if name == "memory":
@@ -109,6 +106,12 @@ def amount_from_wire(resource, name: str) -> int | float:
 
 
 _ABSENT = object()
+
+
+def _scalar(name: str, value) -> int | float:
+    """One of a Resource's ``ScalarResources`` in whole units (x1000 on the wire except ``pods``)."""
+    value = value or 0
+    return whole(value if name in PLAIN_SCALARS else value / 1000)
 
 
 def add_amounts(total: dict[str, int | float], amounts: Mapping[str, int | float]) -> None:

@@ -86,7 +86,7 @@ def _elements(collection) -> list:
 
 class WireResources(property):
     """A view field read from one of Volcano's ``Resource`` objects (``key`` on the wire), in
-    whole units; the compiler reads a single amount of it through ``amount_from_wire``."""
+    whole units; ``View.amount`` reads a single amount of it (``amount_from_wire``)."""
 
     def __init__(self, key: str, doc: str | None = None) -> None:
         super().__init__(lambda view: Resources.from_wire(_get(view.raw, key)), doc=doc)
@@ -105,19 +105,6 @@ class View:
     def with_env(self, env):
         """The same object seen through another Env (the raw data is shared, not copied)."""
         return type(self)(self.raw, env)
-
-    def _str(self, *keys):
-        return _dig(self.raw, *keys)
-
-    def _map(self, *keys) -> dict:
-        value = _dig(self.raw, *keys)
-        return value if isinstance(value, dict) else {}
-
-    def _num(self, *keys):
-        return _dig(self.raw, *keys) or 0
-
-    def _bool(self, *keys) -> bool:
-        return bool(_dig(self.raw, *keys))
 
     def amount(self, field: str, name: str):
         """``getattr(self, field)[name]``; a ``WireResources`` field converts only that amount
@@ -170,7 +157,7 @@ class TaskView(View):
 
     @property
     def tolerations(self) -> list[TolerationView]:
-        return [TolerationView(t, self.env) for t in _elements(self._str("Pod", "spec", "tolerations"))]
+        return [TolerationView(t, self.env) for t in _elements(_dig(self.raw, "Pod", "spec", "tolerations"))]
 
     @property
     def job(self):
@@ -200,11 +187,11 @@ class NodeView(View):
 
     @property
     def taints(self) -> list[TaintView]:
-        return [TaintView(t, self.env) for t in _elements(self._str("Node", "spec", "taints"))]
+        return [TaintView(t, self.env) for t in _elements(_dig(self.raw, "Node", "spec", "taints"))]
 
     @property
     def conditions(self) -> dict[str, str]:
-        found = _elements(self._str("Node", "status", "conditions"))
+        found = _elements(_dig(self.raw, "Node", "status", "conditions"))
         return {_get(c, "type"): _get(c, "status") for c in found if _get(c, "type")}
 
     @property
