@@ -43,9 +43,11 @@ changed since are checked again).
 
 Which worker answers an open is the kernel's choice. A round answered by a worker that had not
 answered an open before (nothing of an earlier open kept: ``jobs reused`` 0) says so, and the
-report gives the medians without such rounds too. ``--warm-every-worker`` repeats each server's
-warm-up open until every worker answered one, as in a cluster, where a worker's first open comes
-once in its life.
+report gives the medians without such rounds too. ``--warm-every-worker`` sends each worker of
+each server one warm-up open, as in a cluster, where a worker's first open comes once in its life:
+the kernel favours the worker that answered last (8 opens in a row went to one worker in 4 of 10
+runs on a loaded host), so each warm-up open is pinned to its worker by stopping the server's
+other workers (``SIGSTOP``) from after its predicates until it is answered (``SIGCONT``).
 
 ``python -m bench.open_breakdown [--nodes 500 --pods 30] [--runs 5] [--snapshot FILE] [--after-predicates K] [--warm-every-worker]``
 """
@@ -53,8 +55,10 @@ once in its life.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -69,8 +73,6 @@ from bench.server import ROOT, Server, _RUNNING, command, process_cpu
 PHASES = ("before", "receive", "decode", "encode", "store", "answer")
 #: waits of 0.3 s at most for an open's trace line (a loaded machine flushes late)
 TRACE_WAITS = 20
-#: warm-up opens at most, with --warm-every-worker (which worker accepts a connection is the kernel's choice)
-WARM_UP_TRIES = 8
 
 
 class TracedServer(Server):
@@ -115,7 +117,8 @@ def load_average() -> float:
         return float(f.read().split()[0])
 
 
-def open_once(server: TracedServer, path: str) -> dict:
+def open_once(server: TracedServer, path: str, pinned_to: int | None = None) -> dict:
+    """One open and its close; ``pinned_to``: the only worker running (``only_worker``)."""
     workers = server.worker_pids()
     cpu0 = {pid: process_cpu(pid) for pid in workers}
     load = load_average()
@@ -125,7 +128,7 @@ def open_once(server: TracedServer, path: str) -> dict:
     done = time.perf_counter()
     conn.close()
     spent = {pid: process_cpu(pid) - cpu0[pid] for pid in workers}
-    answering = max(spent, key=spent.get)  # the worker that answered used the CPU
+    answering = pinned_to or max(spent, key=spent.get)  # the worker that answered used the CPU
     cpu = spent[answering]
     close = Connection(server.host, server.port, timeout=30)
     close.request("/onSessionClose", b"{}")
@@ -140,11 +143,25 @@ def open_once(server: TracedServer, path: str) -> dict:
             if opens:
                 break
         if opens:
-            row.update(breakdown(opens[0], sent, done))
-            answering = opens[0]["pid"]  # the trace names the worker (the CPU alone can tie on a small body)
+            row.update(breakdown(opens[0], sent, done), traced=opens[0]["pid"])
+            answering = pinned_to or opens[0]["pid"]  # the trace names it (the CPU alone can tie on a small body)
     row.update(pid=answering, first=answering not in server.opened_by)
     server.opened_by.add(answering)
     return row
+
+
+@contextlib.contextmanager
+def only_worker(server: TracedServer, pid: int):
+    """The server's other workers stopped (``SIGSTOP``) meanwhile: only ``pid`` accepts a
+    connection. Gunicorn's arbiter replaces a worker silent for its ``timeout`` (far longer)."""
+    others = [other for other in server.worker_pids() if other != pid]
+    try:
+        for other in others:
+            os.kill(other, signal.SIGSTOP)
+        yield
+    finally:
+        for other in others:
+            os.kill(other, signal.SIGCONT)
 
 
 def breakdown(record: dict, sent: float, done: float) -> dict:
@@ -174,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--warm-every-worker", action="store_true",
-                        help=f"warm up until every worker of each server answered an open (at most {WARM_UP_TRIES} opens)")
+                        help="warm up every worker of each server with one open (the other workers stopped meanwhile)")
     parser.add_argument("--after-predicates", type=int, default=0, metavar="K",
                         help="send K tasks' predicates on every node before each open (not timed)")
     args = parser.parse_args(argv)
@@ -192,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             predicates = [("predicate", "/predicate", body) for p in range(args.after_predicates)
                           for body in bodies.predicates(p=p)]
         size = os.path.getsize(path)
-        warm = "warm-up opens per server until each of its workers answered one" if args.warm_every_worker \
+        warm = "one warm-up open per worker of each server, pinned to it" if args.warm_every_worker \
             else "one warm-up per server"
         print(f"method: {Path(__file__).name}: onSessionOpen of {size / 1e6:.1f} MB ({path}), {args.runs} interleaved "
               f"rounds after {warm}; each open a new connection, client-measured from before connect "
@@ -214,16 +231,21 @@ def main(argv: list[str] | None = None) -> int:
                 servers[kind].start()
             pools = {kind: Pool(server.host, server.port, 16) for kind, server in servers.items()} if predicates else {}
 
-            def opened(kind: str) -> dict:
+            def opened(kind: str, pinned_to: int | None = None) -> dict:
                 if predicates:
                     pools[kind].map(predicates)
-                return open_once(servers[kind], path)
+                if pinned_to is None:
+                    return open_once(servers[kind], path)
+                with only_worker(servers[kind], pinned_to):
+                    row = open_once(servers[kind], path, pinned_to)
+                if row.get("traced", pinned_to) != pinned_to:
+                    raise SystemExit(f"{kind}: an open pinned to worker {pinned_to} was answered by {row['traced']}")
+                return row
 
             for kind, server in servers.items():
-                for _ in range(WARM_UP_TRIES if args.warm_every_worker else 1):
-                    opened(kind)
-                    if len(server.opened_by) >= len(server.worker_pids()):
-                        break
+                targets = sorted(server.worker_pids()) if args.warm_every_worker else [None]
+                answered = [opened(kind, pid)["pid"] for pid in targets]
+                print(f"warm-up {kind}: answered by worker {', '.join(map(str, answered))}", flush=True)
                 server.new_trace()
             rounds: list[dict[str, dict]] = []
             for n in range(args.runs):

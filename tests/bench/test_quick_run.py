@@ -73,8 +73,8 @@ def test_open_breakdown_after_predicates_takes_the_nodes_the_workers_kept():
 
 
 def test_open_breakdown_can_warm_every_worker_and_marks_a_workers_first_open():
-    """``--warm-every-worker``: every worker of each server answered an open before the rounds,
-    so no round is a worker's first open; without it, a round answered by a fresh worker says
+    """``--warm-every-worker``: every worker of each server answered an open before the rounds
+    (each pinned to its worker: the kernel alone sent 8 in a row to one worker), so no round is a worker's first open; without it, a round answered by a fresh worker says
     so, takes no job (nothing of an earlier open was kept there) and the report gives the
     medians without such rounds."""
     def rounds(*flags):
@@ -85,7 +85,9 @@ def test_open_breakdown_can_warm_every_worker_and_marks_a_workers_first_open():
         return run.stdout, [line for line in run.stdout.splitlines() if line.startswith("round ")]
 
     out, lines = rounds("--warm-every-worker")
-    assert "until each of its workers answered one" in out and len(lines) == 4
+    assert "one warm-up open per worker of each server, pinned to it" in out and len(lines) == 4
+    warmed = [line.split("answered by worker ")[1].split(", ") for line in out.splitlines() if line.startswith("warm-up ")]
+    assert len(warmed) == 2 and all(len(set(pids)) == 2 for pids in warmed), out  # both workers of each server
     assert not any("first open" in line for line in lines), lines
     assert all("jobs reused 0" not in line.split("service ")[1] for line in lines), lines
     out, lines = rounds()
