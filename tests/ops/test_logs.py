@@ -147,3 +147,30 @@ def test_gunicorn_logconfig_formats_gunicorn_loggers_like_ours(fmt, capsys):
         assert json.loads(err[0])["msg"] == "Booting worker with pid: 42"
     else:
         assert err[0].split()[1:4] == ["INFO", "gunicorn.error", "[-]"]
+
+
+def test_the_service_echoes_and_logs_a_request_id_on_verb_and_ops_routes(captured, tmp_path):
+    """Verb calls (``VerbDispatch``) and the ops routes (Flask) of the service as built: both
+    echo the caller's sane id or a new one, log with it, and leave no id bound afterwards."""
+    from pathlib import Path
+
+    from policy_extender.config import Config
+    from policy_extender.web import create_app
+    buffer = captured(fmt="json")
+    root = Path(__file__).resolve().parents[2]
+    app = create_app(Config(policy_dirs=(str(root / "bench" / "policies"),), reload_interval=0.0,
+                            session_store=f"sqlite:{tmp_path / 's.sqlite3'}"))
+    client = app.test_client()
+    sent = client.post("/predicate", data=b"{not json", content_type="application/json",
+                       headers={"X-Request-Id": "from-volcano"})
+    generated = [client.post("/predicate", data=b"{not json", content_type="application/json")
+                 for _ in range(3)]
+    ops = client.get("/status", headers={"X-Request-Id": "from-ops"})
+    assert sent.status_code == 400 and sent.headers["X-Request-Id"] == "from-volcano"
+    new = [response.headers["X-Request-Id"] for response in generated]
+    assert len(set(new)) == 3 and all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in new), new
+    assert ops.status_code == 200 and ops.headers["X-Request-Id"] == "from-ops"
+    logged = [json.loads(line) for line in lines(buffer)]
+    refused = [entry["request_id"] for entry in logged if entry["msg"].startswith("predicate 400")]
+    assert refused == ["from-volcano", *new], logged  # the 400s' WARNING lines carry the ids
+    assert logs.current_request_id() == logs.NO_REQUEST

@@ -1,6 +1,8 @@
-"""Generated request ids are version-4 UUIDs in hex, as ``uuid.uuid4().hex`` gives, and distinct."""
+"""Generated request ids are version-4 UUIDs in hex, as ``uuid.uuid4().hex`` gives, and distinct:
+within a process, across its threads, and across forked workers."""
 
 import os
+import threading
 import uuid
 
 from policy_extender import logs
@@ -43,3 +45,21 @@ def test_forked_workers_draw_other_ids_than_their_parent_and_each_other():
     assert len(first) == len(second) == 200
     assert not set(first) & set(mine) and not set(second) & set(mine) and not set(first) & set(second)
 
+
+
+def test_ids_drawn_by_threads_at_once_are_distinct():
+    """The gthread workers' threads draw ids at the same time (one counter per process)."""
+    drawn: list[list[str]] = [[] for _ in range(8)]
+    start = threading.Barrier(8)
+
+    def draw(into: list[str]) -> None:
+        start.wait()
+        into.extend(logs.new_request_id() for _ in range(5000))
+
+    threads = [threading.Thread(target=draw, args=(into,)) for into in drawn]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [rid for ids in drawn for rid in ids]
+    assert len(every) == 40000 and len(set(every)) == 40000
