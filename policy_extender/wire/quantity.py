@@ -9,6 +9,7 @@ two devices. Volcano's own ``Resource`` objects use milli units instead; that co
 
 from __future__ import annotations
 
+import math
 import re
 
 _SUFFIXES: dict[str, int | float] = {
@@ -29,25 +30,54 @@ _QUANTITY = re.compile(
 )
 
 
+#: Kubernetes caps a quantity's magnitude at 2**63 - 1 ("numbers larger ... will be capped"),
+#: so a bigger one never comes from the API server; one from elsewhere is capped the same way.
+CAP = 2**63 - 1
+_MAX_EXPONENT_DIGITS = 6  # an exponent beyond 999999 over- or underflows whatever the number
+
+
 def whole(value: float) -> int | float:
     """``value`` as an int when it is integral (so 7.0 prints as 7), else unchanged."""
     return int(value) if float(value).is_integer() else value
 
 
 def parse_quantity(text: str | int | float) -> int | float:
-    """The quantity ``text`` in whole units. Numbers pass through; bad text raises ValueError."""
+    """The quantity ``text`` in whole units, its magnitude capped at ``CAP`` as Kubernetes caps
+    it. Numbers pass through (capped too); bad text raises ValueError.
+
+    The cost is bounded whatever the text: an exponent of any length or a number of thousands of
+    digits is never expanded (``10 ** 999999999`` alone took 207 s of CPU, holding the GIL)."""
     if isinstance(text, bool):
         raise ValueError(f"expected a quantity, got {text!r}")
     if isinstance(text, (int, float)):
-        return whole(text)
+        return _capped(whole(text) if isinstance(text, int) or abs(text) <= CAP else text)
     match = _QUANTITY.match(text.strip())
     if match is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: \"2\", \"500m\", \"4Gi\", \"1.5e3\")")
-    number = float(match["number"])
+    number = float(match["number"])  # inf past ~1e308 digits' worth: capped below
     if match["exponent"]:
-        return whole(number * 10 ** int(match["exponent"][1:]))
+        exponent = match["exponent"][1:]
+        if number == 0:
+            return 0
+        if len(exponent.lstrip("+-0")) > _MAX_EXPONENT_DIGITS:
+            return 0 if exponent.startswith("-") else _capped(math.copysign(math.inf, number))
+        scaled = number * 10.0 ** int(exponent) if int(exponent) < 309 else number * math.inf
+        return _capped(whole(scaled) if abs(scaled) <= CAP else scaled)
     suffix = match["suffix"] or ""
     factor = _SUFFIXES[suffix]
-    if isinstance(factor, int) and match["number"].lstrip("+-").isdigit():
-        return int(match["number"]) * factor
-    return whole(round(number * factor, 9))
+    digits = match["number"].lstrip("+-")
+    if isinstance(factor, int) and digits.isdigit():
+        if len(digits.lstrip("0")) > 19:  # beyond CAP whatever the factor (int() refuses 4,300 digits)
+            return _capped(number)
+        return _capped(int(match["number"]) * factor)
+    value = round(number * factor, 9)
+    return _capped(whole(value) if abs(value) <= CAP else value)
+
+
+def _capped(value: int | float) -> int | float:
+    """``value`` with its magnitude at most ``CAP`` (an int at the cap, as Kubernetes gives)."""
+    if value > CAP:
+        return CAP
+    if value < -CAP:
+        return -CAP
+    return value

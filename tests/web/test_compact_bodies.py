@@ -63,9 +63,22 @@ def test_queue_overused_on_quantities(client, allocated, overused):
     assert decide(client, "queueOverused", body).overused is overused
 
 
+@pytest.mark.parametrize("allocated, overused", [
+    ("1e400", True), ("99999999999999999999999999", True), ("1e999999999", True), ("-1e400", False),
+    ("1e-999999999", False), ("9" * 5000 + "Ki", True)])
+def test_queue_overused_on_quantities_past_the_kubernetes_cap(client, allocated, overused):
+    """A quantity past what Kubernetes keeps (2**63 - 1) is capped as Kubernetes caps it: an answer,
+    not a 500 (``OverflowError``, ``int()``'s 4,300-digit limit); an exponent is never expanded
+    (``tests/wire/test_resources.py`` guards that in a child process)."""
+    body = compact.queue_body({"name": "q", "capability": {"gpu": 8}, "allocated": {"gpu": 0}})
+    body["queue"]["Queue"]["status"]["allocated"] = {"nvidia.com/gpu": allocated}
+    assert decide(client, "queueOverused", body).overused is overused
+
+
 def test_victims_echo_the_chosen_evictees(client):
     body = compact.victims_body({"name": "e", "priority": 100},
                                 [{"name": "cheap", "priority": 1}, {"name": "dear", "priority": 50}])
     response = decide(client, "preemptable", body)
     assert [v["Name"] for v in response.victims] == ["cheap"]
     assert response.victims[0] == body["evictees"][0]
+

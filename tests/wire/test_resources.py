@@ -1,8 +1,11 @@
 """Quantities, Resources, Counts and the session envs."""
 
+import subprocess
+import sys
+
 import pytest
 
-from policy_extender.wire.quantity import parse_quantity
+from policy_extender.wire.quantity import CAP, parse_quantity
 from policy_extender.wire.resources import Counts, Resources
 from policy_extender.wire.session_views import NO_SESSION, Allocation, SessionView, Tally
 
@@ -22,6 +25,29 @@ def test_parse_quantity(text, value):
 def test_parse_quantity_refuses_garbage(text):
     with pytest.raises(ValueError):
         parse_quantity(text)
+
+
+@pytest.mark.parametrize("text,value", [
+    ("1e400", CAP), ("-1e400", -CAP), ("1e309", CAP), ("1e999999999", CAP), ("-1e" + "9" * 5000, -CAP),
+    ("1e-999999999", 0), ("0e999999999", 0), ("9223372036854775807", CAP), ("9223372036854775808", CAP),
+    ("12e18", CAP), ("8Ei", CAP), ("7Ei", 7 * 2**60), ("9" * 5000, CAP), ("-" + "9" * 5000 + "Ki", -CAP),
+    ("9" * 400 + ".5", CAP), ("0" * 30 + "5", 5), (2**70, CAP), (-1e300, -CAP), (1e300, CAP),
+])
+def test_parse_quantity_caps_the_magnitude_as_kubernetes_does(text, value):
+    """Past 2**63 - 1 Kubernetes caps a quantity, so Volcano never sends more; text from elsewhere
+    is capped the same way, as an int, and never expanded (no ``10 ** exponent``)."""
+    got = parse_quantity(text)
+    assert got == value and type(got) is int
+
+
+def test_a_huge_exponent_is_never_expanded():
+    """``10 ** 999999999`` took 207 s of CPU holding the GIL (a worker's threads all stalled until
+    gunicorn killed it): parsed in a child process, which must be done well within 60 s."""
+    code = ("from policy_extender.wire.quantity import parse_quantity as p;"
+            "print(p('1e999999999'), p('-7.5e99999'), p('1e+000000999999'), p('1E' + '9' * 4000))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(CAP), str(-CAP), str(CAP), str(CAP)]
 
 
 def test_whole_quantities_are_ints():
