@@ -101,8 +101,11 @@ def _event(service: Service, body: bytes, kind: str) -> Reply:
             service.session_gaps.no_session(f"{kind}Func")
         raise VerbError(503, f"{kind}Func: no session is open in the session store (onSessionOpen "
                         "failed or timed out, or the store lost it): the event cannot be counted")
+    # floats, as the record declares: Go's float64 amounts in whole units can be integral past
+    # 2**64 (a 1e308 milli amount), which an int in msgpack cannot hold (was a 500)
+    resources = {name: float(amount) for name, amount in task.requests.as_dict().items()}
     record = encode_allocation(AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",
-                                                task.requests.as_dict()))
+                                                resources))
     store = getattr(service.sessions, kind)
     if not store(head.session_id, task.uid or "", record):
         raise VerbError(503, f"{kind}Func: session {head.session_id} ended while the event was "

@@ -82,3 +82,22 @@ def test_victims_echo_the_chosen_evictees(client):
     assert [v["Name"] for v in response.victims] == ["cheap"]
     assert response.victims[0] == body["evictees"][0]
 
+
+@pytest.mark.parametrize("verb", ["allocateFunc", "deallocateFunc"])
+def test_an_event_with_amounts_past_int64_is_recorded(make_app, verb):
+    """Volcano's amounts are float64 milli units; in whole units an integral one can be past
+    2**64 (1e308 milli GPUs), which the record once kept as an int msgpack cannot hold: a 500.
+    Now recorded as the floats the record declares, and read back the same."""
+    from policy_extender.session import decode_allocation
+    app = make_app(POLICIES)
+    client = app.test_client()
+    decide(client, "onSessionOpen", compact.session_body(
+        [{"name": "j", "queue": "q", "tasks": [TASK]}], [{"name": "q"}], [{"name": "n1"}]))
+    body = compact.allocate_body({**TASK, "job": "j", "node": "n1"})
+    body["task"]["Resreq"]["ScalarResources"] = {"nvidia.com/gpu": 1e308, "pods": -1180591620717411303424}
+    assert decide(client, verb, body).errorMessage == ""
+    sessions = app.extensions["policy_extender"].sessions
+    [(net, record)] = sessions.allocations(sessions.head().session_id)
+    resources = decode_allocation(record).resources
+    assert net == (1 if verb == "allocateFunc" else -1)
+    assert resources["nvidia.com/gpu"] == 1e305 and resources["pods"] == -1180591620717411303424.0
