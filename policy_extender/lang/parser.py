@@ -474,6 +474,8 @@ def _number(text: str) -> int | float | None:
     if "." in text or "e" in text or "E" in text:
         value = float(text)
         return value if value != float("inf") else None
+    if len(text.lstrip("0")) > 19:  # past 2^63 (and int() refuses 4,300 digits): out of range
+        return None
     return int(text)
 
 

@@ -45,6 +45,9 @@ REFUSED = [  # (attack, policy text, code, message)
      "unknown field '__class__' on task"),
     ("power tower", "filter a: 10 ** 10 ** 10 > 1", "E104", "there is no '**' operator"),
     ("huge literal", "filter a: 99999999999999999999 > 1", "E503", "number 99999999999999999999 is out of range (limit 2^63)"),
+    ("literal past int()'s 4,300 digits", "filter a: " + "9" * 5000 + " > 1", "E503",
+     "number " + "9" * 5000 + " is out of range (limit 2^63)"),
+    ("literal with a huge exponent", "filter a: 1e999999999 > 1", "E503", "number 1e999999999 is out of range (limit 2^63)"),
     ("nested quantifier", 'filter a: matches(task.name, "(a+)+$")', "E504",
      "regex '(a+)+$' can backtrack catastrophically (a repeated group that itself repeats, a backreference or "
      "a lookaround): simplify it"),
