@@ -31,6 +31,11 @@ from .quantity import QUANTITY_PATTERN
 
 _STRUCT_OPTIONS = {"forbid_unknown_fields": False, "omit_defaults": True}
 
+#: Go's integer types, bounded as Go bounds them: msgspec's ``int`` takes any size, and an int
+#: past 64 bits, which Volcano can never send, could not be stored in the session (msgpack).
+Int32 = Annotated[int, msgspec.Meta(ge=-2**31, le=2**31 - 1)]
+Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]  # Go's int on 64-bit platforms too
+
 
 class Resource(msgspec.Struct, **_STRUCT_OPTIONS):
     """Volcano's api.Resource: CPU in millicores, memory in bytes, scalars x1000 except pods."""
@@ -38,11 +43,11 @@ class Resource(msgspec.Struct, **_STRUCT_OPTIONS):
     MilliCPU: float | None = None
     Memory: float | None = None
     ScalarResources: dict[str, float | None] | None = None
-    MaxTaskNum: int | None = None
+    MaxTaskNum: Int64 | None = None
 
 
 class NodeState(msgspec.Struct, **_STRUCT_OPTIONS):
-    Phase: int | None = None
+    Phase: Int64 | None = None
     Reason: str | None = None
 
 
@@ -51,7 +56,7 @@ class Toleration(msgspec.Struct, **_STRUCT_OPTIONS):
     operator: str | None = None
     value: str | None = None
     effect: str | None = None
-    tolerationSeconds: int | None = None
+    tolerationSeconds: Int64 | None = None
 
 
 class Taint(msgspec.Struct, **_STRUCT_OPTIONS):
@@ -90,7 +95,7 @@ NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 REQUIRED: dict[str, dict[str, Any]] = {
     "task": {"UID": NonEmpty, "Job": str, "NodeName": str},
     "node": {"Name": NonEmpty},
-    "job": {"UID": NonEmpty, "Queue": str, "MinAvailable": int},
+    "job": {"UID": NonEmpty, "Queue": str, "MinAvailable": Int32},
     "queue": {"UID": NonEmpty, "Name": NonEmpty},
 }
 
@@ -98,7 +103,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
 LEAF_TYPES: dict[str, dict[WirePath, Any]] = {
     "task": {
         ("UID",): str, ("Job",): str, ("Name",): str, ("Namespace",): str, ("TaskRole",): str,
-        ("NodeName",): str, ("Priority",): int, ("Status",): int, ("Preemptable",): bool,
+        ("NodeName",): str, ("Priority",): Int32, ("Status",): Int64, ("Preemptable",): bool,
         ("BestEffort",): bool, ("Resreq",): Resource, ("InitResreq",): Resource,
         ("Pod", "metadata", "labels"): StrMap, ("Pod", "metadata", "annotations"): StrMap,
         ("Pod", "spec", "priorityClassName"): str, ("Pod", "spec", "nodeSelector"): StrMap,
@@ -112,14 +117,14 @@ LEAF_TYPES: dict[str, dict[WirePath, Any]] = {
                                  ("Allocatable", "Capacity", "Idle", "Used", "Releasing", "Pipelined")},
     },
     "job": {
-        ("UID",): str, ("Name",): str, ("Namespace",): str, ("Queue",): str, ("Priority",): int,
-        ("MinAvailable",): int, ("Preemptable",): bool, ("Allocated",): Resource,
+        ("UID",): str, ("Name",): str, ("Namespace",): str, ("Queue",): str, ("Priority",): Int32,
+        ("MinAvailable",): Int32, ("Preemptable",): bool, ("Allocated",): Resource,
         ("TotalRequest",): Resource, ("PodGroup", "spec", "minResources"): QuantityMap,
         ("PodGroup", "metadata", "labels"): StrMap, ("PodGroup", "metadata", "annotations"): StrMap,
         ("PodGroup", "status", "phase"): str,
     },
     "queue": {
-        ("UID",): str, ("Name",): str, ("Weight",): int,
+        ("UID",): str, ("Name",): str, ("Weight",): Int32,
         ("Queue", "spec", "capability"): QuantityMap, ("Queue", "spec", "deserved"): QuantityMap,
         ("Queue", "spec", "guarantee"): Guarantee, ("Queue", "status", "allocated"): QuantityMap,
         ("Queue", "spec", "reclaimable"): bool, ("Queue", "status", "state"): str,

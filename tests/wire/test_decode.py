@@ -9,6 +9,7 @@ from policy_extender.wire.decode import (decode_job, decode_predicate, decode_pr
                                          decode_queue, decode_session_close, decode_task_event,
                                          decode_victims)
 from policy_extender.errors import WireError
+from policy_extender.wire.snapshot import decode_session_open
 from policy_extender.wire.structs import struct_for
 
 from .conftest import sample
@@ -209,6 +210,43 @@ def test_bad_quantity_string_is_a_wire_error(full):
     body = b'{"queue": {"Queue": {"spec": {"capability": {"cpu": "lots"}}}}}'
     with pytest.raises(WireError, match=r"capability.*Kubernetes quantity"):
         decode_queue(body, full)
+
+
+def _with(verb: str, change) -> bytes:
+    body = json.loads(sample(verb))
+    change(body)
+    return json.dumps(body).encode()
+
+
+def _first(mapping: dict) -> dict:
+    return next(iter(mapping.values()))
+
+
+#: (verb, where, Go type's bound): integers past what Volcano's Go field holds
+GO_INTEGERS = [
+    ("predicate", lambda b, v: b["task"].__setitem__("Priority", v), "$.task.Priority", 31),
+    ("predicate", lambda b, v: b["task"].__setitem__("Status", v), "$.task.Status", 63),
+    ("predicate", lambda b, v: b["node"]["Idle"].__setitem__("MaxTaskNum", v), "$.node.Idle.MaxTaskNum", 63),
+    ("jobEnqueueable", lambda b, v: b["job"].__setitem__("MinAvailable", v), "$.job.MinAvailable", 31),
+    ("queueOverused", lambda b, v: b["queue"].__setitem__("Weight", v), "$.queue.Weight", 31),
+    ("onSessionOpen", lambda b, v: _first(b["Jobs"]).__setitem__("Priority", v), "$.Jobs[...].Priority", 31),
+    ("onSessionOpen", lambda b, v: _first(_first(b["Jobs"])["Tasks"])["Resreq"].__setitem__("MaxTaskNum", v),
+     "$.Jobs[...].Tasks[...].Resreq.MaxTaskNum", 63),
+]
+
+
+@pytest.mark.parametrize("verb,change,where,bits", GO_INTEGERS)
+def test_an_integer_past_its_go_type_is_a_wire_error_and_its_bounds_decode(verb, change, where, bits, full):
+    """msgspec's ``int`` takes any size; Volcano's Go fields hold int32 or int64. Past that, a 400
+    naming the field and the bound (an int past 64 bits once reached the session store's msgpack
+    encoder: a 500); the bounds themselves decode."""
+    decoder = decode_session_open if verb == "onSessionOpen" else DECODERS[verb]
+    for value, bound, sign in ((2**bits, 2**bits - 1, "<="), (-2**bits - 1, -2**bits, ">=")):
+        with pytest.raises(WireError) as raised:
+            decoder(_with(verb, lambda b: change(b, value)), full)
+        assert str(raised.value) == (f"{where}: expected an integer {sign} {bound} (a Go int{bits + 1}: "
+                                     "Volcano never sends one out of its range)")
+        decoder(_with(verb, lambda b: change(b, bound)), full)
 
 
 def test_wrong_type_in_an_unread_field_is_ignored():
