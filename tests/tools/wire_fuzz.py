@@ -182,31 +182,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="compare a real serve (bodies decoded while they arrive) with the handlers here")
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)  # the 400s and the session gaps are logged by design
+    started = time.perf_counter()
     if args.served:
-        return _main_served(args)
-    started = time.perf_counter()
-    answers, failures = run(args.bodies, args.seed)
-    print(f"wire_fuzz: {args.bodies} mutated bodies (seed {args.seed}) through the verb handlers with "
-          f"{ROOT / 'policies'}, {time.perf_counter() - started:.1f} s")
+        answers, found, log = served_differences(args.bodies, args.seed)
+        what = "a real serve against the handlers in this process"
+        tail = f"differences: {len(found)}; tracebacks in the server's log: {log.count('Traceback')}"
+    else:
+        answers, found = run(args.bodies, args.seed)
+        what = f"through the verb handlers with {ROOT / 'policies'}"
+        tail = f"failures: {len(found)}"
+    print(f"wire_fuzz{' --served' if args.served else ''}: {args.bodies} mutated bodies (seed {args.seed}), "
+          f"{what}, {time.perf_counter() - started:.1f} s")
     for (verb, status), count in sorted(answers.items()):
         print(f"  {verb:16s} {status}: {count}")
-    for failure in failures:
-        print(json.dumps(failure))
-    print(f"failures: {len(failures)}")
-    return 1 if failures else 0
-
-
-def _main_served(args: argparse.Namespace) -> int:
-    started = time.perf_counter()
-    answers, differences, log = served_differences(args.bodies, args.seed)
-    print(f"wire_fuzz --served: {args.bodies} mutated bodies (seed {args.seed}), a real serve against "
-          f"the handlers in this process, {time.perf_counter() - started:.1f} s")
-    for (verb, status), count in sorted(answers.items()):
-        print(f"  {verb:16s} {status}: {count}")
-    for difference in differences:
-        print(json.dumps(difference))
-    print(f"differences: {len(differences)}; tracebacks in the server's log: {log.count('Traceback')}")
-    return 1 if differences else 0
+    for each in found:
+        print(json.dumps(each))
+    print(tail)
+    return 1 if found else 0
 
 
 if __name__ == "__main__":
