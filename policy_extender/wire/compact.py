@@ -55,8 +55,13 @@ def _list(value, path: str, what: str) -> list:
 
 
 def _kind(value) -> str:
-    return {bool: "true/false", int: "a number", float: "a number", str: "a string",
-            list: "a list", tuple: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+    """What a spec value is, in a fixture writer's words (subclasses too: the fixture loader's
+    positioned lists and mappings)."""
+    for kinds, words in ((bool, "true/false"), ((int, float), "a number"), (str, "a string"),
+                         ((list, tuple), "a list"), (dict, "a mapping")):
+        if isinstance(value, kinds):
+            return words
+    return type(value).__name__
 
 
 def _string(spec: Mapping, key: str, path: str, default=""):

@@ -51,6 +51,9 @@ def parse_quantity(text: str | int | float) -> int | float:
         raise ValueError(f"expected a quantity, got {text!r}")
     if isinstance(text, (int, float)):
         return _capped(whole(text) if isinstance(text, int) or abs(text) <= CAP else text)
+    if not isinstance(text, str):
+        what = "a list" if isinstance(text, list) else "a mapping" if isinstance(text, dict) else type(text).__name__
+        raise ValueError(f"expected a number or a quantity string, got {what}")
     match = _QUANTITY.match(text.strip())
     if match is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: \"2\", \"500m\", \"4Gi\", \"1.5e3\")")

@@ -125,6 +125,9 @@ def test_session_round_trip_resolves_task_job_and_queue(full):
     (lambda: compact.queue_body({"name": "q", "weight": 1.5}), "queue.weight", "whole number"),
     (lambda: compact.session_body([{"name": "j", "tasks": [{"x": 1}]}], [], []), "jobs[0].tasks[0].x", "unknown key"),
     (lambda: compact.allocate_body({"requests": {"cpu": "2 cores"}}), "requests.cpu", "quantity"),
+    (lambda: compact.predicate_body({}, {"name": "n", "allocatable": {"gpu": {"count": 8}}}), "node.allocatable.gpu",
+     "expected a number or a quantity string, got a mapping"),
+    (lambda: compact.allocate_body({"requests": {"gpu": [2]}}), "requests.gpu", "got a list"),
     (lambda: compact.predicate_body({}, {"name": "n", "taints": [{"effect": "NoSchedule"}]}), "node.taints[0]", "needs a `key:`"),
 ])
 def test_bad_compact_input_says_where_and_what(call, path, words):

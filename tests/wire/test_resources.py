@@ -21,7 +21,7 @@ def test_parse_quantity(text, value):
     assert parse_quantity(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text", ["", "Gi", "1 Gi", "1gi", "lots", "1.2.3", "1Kii", "0x10", True])
+@pytest.mark.parametrize("text", ["", "Gi", "1 Gi", "1gi", "lots", "1.2.3", "1Kii", "0x10", True, [1], {"a": 1}, None])
 def test_parse_quantity_refuses_garbage(text):
     with pytest.raises(ValueError):
         parse_quantity(text)
