@@ -50,7 +50,9 @@ def parse_quantity(text: str | int | float) -> int | float:
     if isinstance(text, bool):
         raise ValueError(f"expected a quantity, got {text!r}")
     if isinstance(text, (int, float)):
-        return _capped(whole(text) if isinstance(text, int) or abs(text) <= CAP else text)
+        if isinstance(text, int):  # whole already (and float() of one past 1e308 overflows)
+            return _capped(text)
+        return _capped(whole(text) if abs(text) <= CAP else text)
     if not isinstance(text, str):
         what = "a list" if isinstance(text, list) else "a mapping" if isinstance(text, dict) else type(text).__name__
         raise ValueError(f"expected a number or a quantity string, got {what}")
