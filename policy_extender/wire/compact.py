@@ -113,6 +113,9 @@ def _amounts(value, path: str) -> dict[str, int | float]:
     for name, amount in _mapping(value, path, "resource list").items():
         if not isinstance(name, str):
             raise CompactError(path, f"resource names are strings, got {name!r}")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float, str)):
+            raise CompactError(_at(path, name), f"expected a number or a quantity string, got {_kind(amount)}; "
+                               "write a number or a quantity like 4Gi or 500m")
         try:
             out[_SHORTHANDS.get(name, name)] = parse_quantity(amount)
         except (ValueError, TypeError) as error:

@@ -47,15 +47,10 @@ def parse_quantity(text: str | int | float) -> int | float:
 
     The cost is bounded whatever the text: an exponent of any length or a number of thousands of
     digits is never expanded (``10 ** 999999999`` alone took 207 s of CPU, holding the GIL)."""
-    if isinstance(text, bool):
-        raise ValueError(f"expected a quantity, got {text!r}")
-    if isinstance(text, (int, float)):
-        if isinstance(text, int):  # whole already (and float() of one past 1e308 overflows)
-            return _capped(text)
-        return _capped(whole(text) if abs(text) <= CAP else text)
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
+        raise ValueError(f"expected a number or a quantity string, got {type(text).__name__} {text!r:.40}")
     if not isinstance(text, str):
-        what = "a list" if isinstance(text, list) else "a mapping" if isinstance(text, dict) else type(text).__name__
-        raise ValueError(f"expected a number or a quantity string, got {what}")
+        return _capped(text)
     match = _QUANTITY.match(text.strip())
     if match is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: \"2\", \"500m\", \"4Gi\", \"1.5e3\")")
@@ -66,8 +61,7 @@ def parse_quantity(text: str | int | float) -> int | float:
             return 0
         if len(exponent.lstrip("+-0")) > _MAX_EXPONENT_DIGITS:
             return 0 if exponent.startswith("-") else _capped(math.copysign(math.inf, number))
-        scaled = number * 10.0 ** int(exponent) if int(exponent) < 309 else number * math.inf
-        return _capped(whole(scaled) if abs(scaled) <= CAP else scaled)
+        return _capped(number * 10.0 ** int(exponent) if int(exponent) < 309 else number * math.inf)
     suffix = match["suffix"] or ""
     factor = _SUFFIXES[suffix]
     digits = match["number"].lstrip("+-")
@@ -75,14 +69,14 @@ def parse_quantity(text: str | int | float) -> int | float:
         if len(digits.lstrip("0")) > 19:  # beyond CAP whatever the factor (int() refuses 4,300 digits)
             return _capped(number)
         return _capped(int(match["number"]) * factor)
-    value = round(number * factor, 9)
-    return _capped(whole(value) if abs(value) <= CAP else value)
+    return _capped(round(number * factor, 9))
 
 
 def _capped(value: int | float) -> int | float:
-    """``value`` with its magnitude at most ``CAP`` (an int at the cap, as Kubernetes gives)."""
+    """``value`` in whole units (``whole``) with its magnitude at most ``CAP`` (an int at the cap,
+    as Kubernetes gives). An int stays as it is: ``float()`` of one past 1e308 overflows."""
     if value > CAP:
         return CAP
     if value < -CAP:
         return -CAP
-    return value
+    return value if isinstance(value, int) else whole(value)

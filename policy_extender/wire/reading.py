@@ -94,7 +94,7 @@ def _friendly(message: str) -> str:
         return "expected a non-empty string, got an empty one (Volcano never sends it empty)"
     bounded = re.fullmatch(r"Expected `int` ([<>]=) (-?[0-9]+)", message)
     if bounded:  # wire.structs.Int32 / Int64: past what Go's type holds
-        bits = 32 if bounded.group(2).lstrip("-") in ("2147483647", "2147483648") else 64
+        bits = 32 if abs(int(bounded.group(2))) <= 2**31 else 64
         return (f"expected an integer {bounded.group(1)} {bounded.group(2)} (a Go int{bits}: Volcano "
                 "never sends one out of its range)")
     typed = re.fullmatch(r"Expected `([^`]*)`, got `([^`]*)`", message)
