@@ -1,0 +1,119 @@
+"""Instructions per predicate call, counted by valgrind's callgrind: the service's WSGI app, the
+hand-written WSGI baseline (same body reading, same decoders) and the bare floor, in one process.
+
+Wall-clock and CPU-clock figures of a 60 us call move by several microseconds from run to run on
+a shared machine (``bench.inprocess`` needs paired rounds and still sees +-2 us). An instruction
+count does not: the same code on the same bodies executes the same instructions whatever else the
+machine does, so a change of 1 % in what a call executes is visible in one run. What it does not
+see is time lost to cache misses and branch mispredictions (``--cache-sim`` adds a simulated
+cache's miss counts); confirm a change in time with ``bench.inprocess`` as well.
+
+Method: a child process runs under ``valgrind --tool=callgrind --separate-threads=yes
+--dump-before=os_getppid``. It builds the same apps and bodies as ``bench.inprocess --session``
+(50 nodes x 20 pods, 4 tasks x 50 nodes = 200 predicate bodies of about 137 KB, a session open
+on the service, each app warmed with ``--warm`` calls), then for each app calls ``os.getppid()``
+(a dump: the counters start from zero), makes ``--calls`` calls cycling the bodies, and calls it
+again. The region between two dumps, of the main thread only, is that app's count; divided by
+``--calls``, its instructions per call. Background threads (the tally and metrics flushers, the
+session head watch) run on timers and are left out: they do per-second work, not per-call work,
+and under valgrind's 50x slowdown they would fire 50x as often per call. ``PYTHONHASHSEED=0``.
+
+``python -m bench.instructions [--calls N] [--warm N] [--cache-sim]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+APPS = ("service", "handwritten-wsgi", "bare")
+
+
+def child(calls: int, warm: int) -> None:
+    """Runs inside valgrind: one dump region per app, in the order of ``APPS``."""
+    from bench import bare_wsgi, handwritten
+    from bench.generate import Bodies, Cluster, ClusterSpec
+    from bench.inprocess import call, service_app
+    from bench.scenarios import predicate_calls
+
+    bodies = Bodies(Cluster(ClusterSpec(nodes=50, pods_per_node=20)))
+    requests = predicate_calls(bodies)
+    with tempfile.TemporaryDirectory() as tmp:
+        service = service_app(tmp)
+        call(service, "/onSessionOpen", bodies.snapshot())
+        apps = {"service": service, "handwritten-wsgi": handwritten.wsgi_app, "bare": bare_wsgi.app}
+        for name in APPS:
+            app = apps[name]
+            for k in range(warm):
+                _, path, body = requests[k % len(requests)]
+                call(app, path, body)
+            os.getppid()                                      # dump: the region starts
+            for k in range(calls):
+                _, path, body = requests[k % len(requests)]
+                call(app, path, body)
+            os.getppid()                                      # dump: the region ends
+
+
+def _events(path: str) -> dict[str, int]:
+    """The event totals of one callgrind dump file."""
+    names: list[str] = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith(("summary:", "totals:")):
+                return dict(zip(names, map(int, line.split()[1:])))
+    raise ValueError(f"{path}: no totals")
+
+
+def measure(calls: int, warm: int, cache_sim: bool) -> dict[str, dict[str, int]]:
+    """App -> event -> count over ``calls`` calls (main thread)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    with tempfile.TemporaryDirectory() as out:
+        command = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-before=os_getppid",
+                   f"--cache-sim={'yes' if cache_sim else 'no'}", f"--callgrind-out-file={out}/cg.out",
+                   sys.executable, "-m", "bench.instructions", "--child", "--calls", str(calls), "--warm", str(warm)]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"the child under valgrind failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        # main thread: cg.out-01 (dumps .1, .2, ...); each region is the dump taken at its end
+        main = sorted(glob.glob(f"{out}/cg.out.*-01"), key=lambda p: int(re.search(r"\.(\d+)-01$", p)[1]))
+        if len(main) < 2 * len(APPS):
+            raise SystemExit(f"expected {2 * len(APPS)} dumps of the main thread, found {len(main)}")
+        # dump k (1-based) is taken before the k-th getppid: even dumps close the regions
+        regions = [_events(main[2 * i + 1]) for i in range(len(APPS))]
+    return dict(zip(APPS, regions))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=400, help="calls per app in the counted region")
+    parser.add_argument("--warm", type=int, default=200, help="calls per app before the region")
+    parser.add_argument("--cache-sim", action="store_true", help="also count simulated cache misses")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args.calls, args.warm)
+        return
+    counts = measure(args.calls, args.warm, args.cache_sim)
+    print(f"predicate, 50 nodes x 20 pods/node, session open, {args.calls} calls per app after {args.warm} "
+          f"warm-up calls, callgrind, main thread, per call:")
+    events = list(counts["service"])
+    print("  " + f"{'app':18s}" + "".join(f"{e:>14s}" for e in events))
+    for name, totals in counts.items():
+        print("  " + f"{name:18s}" + "".join(f"{totals[e] / args.calls:14,.0f}" for e in events))
+    ir = {name: totals["Ir"] / args.calls for name, totals in counts.items()}
+    print(f"  service / handwritten-wsgi = {ir['service'] / ir['handwritten-wsgi']:.3f} in instructions "
+          f"(engine extra {ir['service'] - ir['handwritten-wsgi']:,.0f} per call)")
+
+
+if __name__ == "__main__":
+    main()
