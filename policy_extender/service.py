@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from policy_extender import metrics
 from policy_extender.config import Config
@@ -30,9 +29,8 @@ from policy_extender.wire import decode, node_reuse
 log = logging.getLogger("policy_extender.web")
 
 
-@dataclass(frozen=True)
-class RequestRecord:
-    """What one verb call did: passed to every request-finished callback."""
+class RequestRecord(NamedTuple):
+    """What one verb call did: passed to every request-finished callback (a NamedTuple: one per call)."""
 
     verb: str            # verb kind (predicate, ...), whatever its URL path
     status: int          # HTTP status answered

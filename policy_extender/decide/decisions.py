@@ -1,4 +1,4 @@
-"""What a policy set decides, one small frozen dataclass per kind of answer, and its rules.
+"""What a policy set decides, one small immutable record per kind of answer, and its rules.
 
 The wire encoders (``wire/encode.py``) read these attributes; docs/architecture.md lists them.
 """
@@ -6,6 +6,7 @@ The wire encoders (``wire/encode.py``) read these attributes; docs/architecture.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,11 @@ class Rule:
     audit: bool = False  # a shadow rule: evaluated and counted (decide/audit.py), never decides
 
 
-@dataclass(frozen=True)
-class FilterDecision:
+class FilterDecision(NamedTuple):
+    """A predicate's answer (a NamedTuple, not a frozen dataclass like the others: one is built
+    for every rejecting predicate call, and a frozen dataclass sets each field through
+    ``object.__setattr__``)."""
+
     fits: bool
     code: int = 0            # 0 fits, 2 Unschedulable, 3 UnschedulableAndUnresolvable
     reason: str = ""

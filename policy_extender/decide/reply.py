@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -19,9 +19,10 @@ class VerbError(Exception):
         self.headers = headers
 
 
-@dataclass(frozen=True)
-class Reply:
-    """A verb's answer and what it decided (for the log line and the metrics)."""
+class Reply(NamedTuple):
+    """A verb's answer and what it decided (for the log line and the metrics). A NamedTuple, not a
+    frozen dataclass: one is built per call, and a frozen dataclass sets each field through
+    ``object.__setattr__`` (``bench.instructions``)."""
 
     body: bytes
     status: int = 200

@@ -25,8 +25,12 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not All
            503: "Service Unavailable"}
 
 
+_STATUS_LINES = {status: f"{status} {reason}" for status, reason in REASONS.items()}
+
+
 def status_line(status: int) -> str:
-    return f"{status} {REASONS.get(status, 'Unknown')}"
+    line = _STATUS_LINES.get(status)
+    return line if line is not None else f"{status} {REASONS.get(status, 'Unknown')}"
 
 
 def check_content_type(environ: dict) -> None:
