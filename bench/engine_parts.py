@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
         call(app, "/onSessionOpen", bodies.snapshot())
         for _, path, each in calls[:50]:
             call(app, path, each)                                    # warm: decoders, kept nodes
-        service = app.app.service                                     # RequestIdMiddleware -> VerbDispatch
+        service = app.service                                         # VerbDispatch
         verb = VERBS["predicate"]
         policy_set, env = handlers.policy_and_env(service, "predicate")
         request = verb.decode(body, policy_set.reads, env)

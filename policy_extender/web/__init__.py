@@ -39,7 +39,7 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
     svc.on_request_finished(_observe)
     svc.on_request_finished(_log_line)
     svc.on_request_finished(late_open_watch(svc.config))
-    app.wsgi_app = RequestIdMiddleware(VerbDispatch(svc, app.wsgi_app))
+    app.wsgi_app = VerbDispatch(svc, RequestIdMiddleware(app.wsgi_app))  # verb calls bind their own id
     if start:
         svc.start()
     return app

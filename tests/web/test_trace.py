@@ -22,7 +22,7 @@ def test_off_by_default_nothing_is_timed(monkeypatch, tmp_path):
     monkeypatch.delenv(trace.ENV, raising=False)
     app = create_app(Config(policy_dirs=(str(ROOT / "bench" / "policies"),), reload_interval=0.0,
                             session_store=f"sqlite:{tmp_path / 's.sqlite3'}"))
-    dispatch = app.wsgi_app.app
+    dispatch = app.wsgi_app
     assert dispatch.tracer is None
     assert trace.mark is trace._off and trace.note is trace._off
     response = app.test_client().post("/onSessionOpen", data=b'{"Jobs":{},"Nodes":{},"Queues":{}}',
