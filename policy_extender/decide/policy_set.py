@@ -10,6 +10,7 @@ from __future__ import annotations
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
+from policy_extender.errors import EvalError
 from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
 from policy_extender.wire.paths import go_reads
@@ -48,12 +49,19 @@ class PolicySet:
         if not rules:
             return FITS
         c = Context(env, self._slots, task=task, node=node)
-        for rule in rules:
-            if rule.applies is not None and not rule.evaluate(rule.applies, c):
-                continue
-            if rule.evaluate(rule.test, c) is not True:
-                return FilterDecision(False, 3 if rule.unresolvable else 2, _why_not(rule, c), rule.name)
-        return FITS
+        rule = None
+        try:  # rule.evaluate, once around the loop: the hot path of every predicate call
+            for rule in rules:
+                if rule.applies is not None and not rule.applies(c):
+                    continue
+                if rule.test(c) is not True:
+                    break
+            else:
+                return FITS
+        except EvalError as err:
+            err.rule = err.rule or rule.name
+            raise
+        return FilterDecision(False, 3 if rule.unresolvable else 2, _why_not(rule, c), rule.name)
 
     def prioritize(self, task, nodes, env) -> ScoreDecision:
         names = [n.name for n in nodes]
@@ -162,8 +170,7 @@ def _normalized(raw: list, normalize) -> list[float]:
 
 
 def _prefix(rule: CompiledRule) -> str:
-    where = f"{rule.file}:{rule.line}"
-    return f"{rule.name}: " if rule.name == where else f"{rule.name} ({where}): "
+    return rule.prefix
 
 
 def _why_not(rule: CompiledRule, c: Context) -> str:

@@ -23,6 +23,7 @@ from policy_extender.schema import INDEXED
 Fn = Callable[["Context"], object]
 _ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _ALWAYS_PRESENT = frozenset({"task", "node", "evictor", "evictee"})
+_UNSEEN = object()
 _CAUGHT = (TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError, IndexError, KeyError)
 
 
@@ -44,6 +45,11 @@ class CompiledRule:
     permit: bool
     abstain_if_none: bool = False  # victim rules: `if none abstain`
     audit: bool = False            # a shadow rule: evaluated and counted, never decides
+
+    def __post_init__(self) -> None:
+        where = f"{self.file}:{self.line}"
+        #: what a reason starts with: ``name (file:line): ``, or ``name: `` when the name is the place
+        self.prefix = f"{self.name}: " if self.name == where else f"{self.name} ({where}): "
 
     def evaluate(self, fn: Fn, c: Context):
         try:
@@ -87,6 +93,9 @@ class Compiler:
             checked.abstain_if_none, checked.audit)
 
     def template(self, template: ast.Template) -> Fn:
+        if all(isinstance(p, str) for p in template.parts):  # no {expression}: the text itself
+            constant = "".join(template.parts)
+            return lambda c: constant
         parts = [p if isinstance(p, str) else self.expr(p) for p in template.parts]
         text = runtime.text
         return lambda c: "".join(p if isinstance(p, str) else text(p(c)) for p in parts)
@@ -147,19 +156,31 @@ class Compiler:
         return ".".join([resolved[1], *reversed(steps)])
 
     def wire_amount(self, node: ast.Field, direct: str) -> Fn | None:
-        """``node.idle.gpu`` (a root's ``resources`` field, then a shorthand) read as one amount:
-        a root with an ``amount(field, name)`` method (the wire views) converts only that resource
-        instead of building the whole ``resources`` object; any other root is read by ``direct``."""
+        """``node.idle.gpu`` (a root's ``resources`` field, then a shorthand) read as one amount,
+        converting only that resource instead of building the whole ``resources`` object: a root
+        whose class has a ``raw_amount_reader`` (the wire views) through that reader, one function
+        of its raw object; another with an ``amount(field, name)`` method through that; any other
+        root by ``direct``."""
         if direct.count(".") != 2 or self.type_of(node.obj) != "resources":
             return None
         root, field, name = direct.split(".")
         if name not in schema.RESOURCE_SHORTHANDS:
             return None
         get_root, generic, full = operator.attrgetter(root), operator.attrgetter(direct), schema.RESOURCE_SHORTHANDS[name]
+        readers: dict[type, Fn | None] = {}  # root class -> its raw amount reader (None: it has none)
 
         def amount(c):
-            read = getattr(get_root(c), "amount", None)
-            return read(field, full) if read is not None else generic(c)
+            o = get_root(c)
+            read = readers.get(type(o), _UNSEEN)
+            if read is _UNSEEN:
+                make = getattr(type(o), "raw_amount_reader", None)
+                read = make(field, full) if make is not None else None
+                if len(readers) < 16:  # the view classes, a few test doubles: bounded anyway
+                    readers[type(o)] = read
+            if read is not None:
+                return read(o.raw)
+            method = getattr(o, "amount", None)
+            return method(field, full) if method is not None else generic(c)
         return amount
 
     def expr_Index(self, node: ast.Index) -> Fn:
@@ -204,6 +225,10 @@ class Compiler:
         if op in ("in", "not in"):
             want, span = op == "in", node.span
             return lambda c: runtime.contains(_spent(c, fr(c), span), fl(c)) is want
+        if op in ("==", "!=") and _is_null(node.right) and not _is_null(node.left):
+            return _null_test(fl, op == "==", node.span)
+        if op in ("==", "!=") and _is_null(node.left):
+            return (lambda c: fr(c) is None) if op == "==" else (lambda c: fr(c) is not None)
         return self.comparison(op, fl, fr, self.type_of(node.left), self.type_of(node.right), node.span)
 
     def comparison(self, op: str, fl: Fn, fr: Fn, left: str, right: str, span=None) -> Fn:
@@ -395,6 +420,32 @@ def _conjuncts(node) -> list:
     if isinstance(node, ast.Binary) and node.op == "and":
         return [*_conjuncts(node.left), *_conjuncts(node.right)]
     return [node]
+
+
+def _is_null(node) -> bool:
+    return isinstance(node, ast.Literal) and node.value is None
+
+
+_SIZED = (list, dict, str)
+
+
+def _null_test(f: Fn, want_null: bool, span) -> Fn:
+    """``x == null`` / ``x != null`` (the usual ``when`` guard): what ``runtime.equal`` answers
+    with the left operand charged as ``_spent`` charges it, without the generic comparison."""
+    if want_null:
+        def is_null(c):
+            v = f(c)
+            if type(v) in _SIZED:
+                _charge(c, runtime.cost(v), span)
+            return v is None
+        return is_null
+
+    def is_not_null(c):
+        v = f(c)
+        if type(v) in _SIZED:
+            _charge(c, runtime.cost(v), span)
+        return v is not None
+    return is_not_null
 
 
 def _all_true(fns: list[Fn]) -> Fn:

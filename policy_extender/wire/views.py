@@ -13,7 +13,7 @@ import operator
 import msgspec
 
 from .paths import TASK_STATUSES
-from .resources import Counts, Resources, _get, amount_from_wire
+from .resources import Counts, Resources, _get, amount_from_wire, amount_reader
 from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
@@ -39,41 +39,62 @@ def _dig(obj, *keys):
 _NOT_STEPS = frozenset(n for t in (dict, list, str, int, float, msgspec.Struct) for n in dir(t))
 
 
-def _reader(*keys):
-    """``_dig(raw, *keys)`` as one function: the attribute path in C (one ``attrgetter``), and
-    ``_dig`` itself only when a step is None, a dict or absent (the ``AttributeError``)."""
+def _path(keys: tuple[str, ...]):
+    """The attribute path of ``keys`` as one ``attrgetter`` (refusing steps named like methods)."""
     if _NOT_STEPS.intersection(keys):
         raise ValueError(f"{keys}: a step named like a method cannot be read as an attribute path")
-    path = operator.attrgetter(".".join(keys))
+    return operator.attrgetter(".".join(keys))
 
-    def read(raw):
-        try:
-            return path(raw)
-        except AttributeError:
-            return _dig(raw, *keys)
-    return read
 
+# Each field reads its wire path with one ``attrgetter`` (the path in C), and digs step by step
+# (``_dig``) only when a step is None, a dict or absent (the ``AttributeError``). The getter is
+# one function per field, the path inline: a rule's field read is one Python call.
 
 def _string(*keys) -> property:
     """A field read as it is (a string, a list, a Struct, or None)."""
-    read = _reader(*keys)
-    return property(lambda self: read(self.raw))
+    path = _path(keys)
+
+    def read(self):
+        try:
+            return path(self.raw)
+        except AttributeError:
+            return _dig(self.raw, *keys)
+    return property(read)
 
 
 def _mapping(*keys) -> property:
     """A Go map: a dict, never None."""
-    read = _reader(*keys)
-    return property(lambda self: value if isinstance(value := read(self.raw), dict) else {})
+    path = _path(keys)
+
+    def read(self):
+        try:
+            value = path(self.raw)
+        except AttributeError:
+            value = _dig(self.raw, *keys)
+        return value if isinstance(value, dict) else {}
+    return property(read)
 
 
 def _number(*keys) -> property:
-    read = _reader(*keys)
-    return property(lambda self: read(self.raw) or 0)
+    path = _path(keys)
+
+    def read(self):
+        try:
+            return path(self.raw) or 0
+        except AttributeError:
+            return _dig(self.raw, *keys) or 0
+    return property(read)
 
 
 def _flag(*keys) -> property:
-    read = _reader(*keys)
-    return property(lambda self: bool(read(self.raw)))
+    path = _path(keys)
+
+    def read(self):
+        try:
+            return bool(path(self.raw))
+        except AttributeError:
+            return bool(_dig(self.raw, *keys))
+    return property(read)
 
 
 def _elements(collection) -> list:
@@ -113,6 +134,13 @@ class View:
         if type(wire) is WireResources:
             return amount_from_wire(_get(self.raw, wire.key), name)
         return getattr(self, field)[name]
+
+    @classmethod
+    def raw_amount_reader(cls, field: str, name: str):
+        """``raw -> amount`` doing what ``view.amount(field, name)`` does for a view of this class
+        (called with ``view.raw``), or None when ``field`` is not a ``WireResources`` field."""
+        wire = getattr(cls, field, None)
+        return amount_reader(wire.key, name) if type(wire) is WireResources else None
 
     def __repr__(self) -> str:
         ident = _get(self.raw, "UID") or _get(self.raw, "Name") or _get(self.raw, "key")

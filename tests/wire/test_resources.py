@@ -122,6 +122,31 @@ def test_one_amount_is_that_amount_of_the_whole_conversion(text):
             assert (one, type(one)) == (whole[name], type(whole[name])), (text, name)
 
 
+@pytest.mark.parametrize("text", ONE_AMOUNT_RESOURCES)
+def test_a_raw_amount_reader_reads_what_one_amount_of_the_field_reads(text):
+    """``amount_reader(key, name)(raw)`` is ``amount_from_wire(_get(raw, key), name)``, value and
+    type, on Structs and dicts holding the resource, and on raws without it."""
+    import msgspec
+
+    from policy_extender.wire.resources import _get, amount_from_wire, amount_reader
+    from policy_extender.wire.structs import Resource
+
+    class Holder(msgspec.Struct):
+        Idle: Resource | None = None
+
+    class Other(msgspec.Struct):  # the read set left ``Idle`` out
+        Name: str = "n"
+
+    for resource in (msgspec.json.decode(text, type=Resource | None), msgspec.json.decode(text)):
+        raws = [Holder(resource) if not isinstance(resource, dict) else {"Idle": resource},
+                {"Idle": resource}, Other(), {}, None, "text", 7]
+        for name in ONE_AMOUNT_NAMES:
+            read = amount_reader("Idle", name)
+            for raw in raws:
+                got, want = read(raw), amount_from_wire(_get(raw, "Idle"), name)
+                assert (got, type(got)) == (want, type(want)), (text, name, raw)
+
+
 def test_views_read_one_amount_of_every_wire_resources_field():
     from policy_extender import schema
     from policy_extender.wire.decode import decode_job, decode_predicate
@@ -139,8 +164,11 @@ def test_views_read_one_amount_of_every_wire_resources_field():
             for short, name in schema.RESOURCE_SHORTHANDS.items():
                 expected = getattr(getattr(view, field), short)
                 assert (view.amount(field, name), type(view.amount(field, name))) == (expected, type(expected))
+                raw_read = type(view).raw_amount_reader(field, name)(view.raw)
+                assert (raw_read, type(raw_read)) == (expected, type(expected))
                 checked += 1
     assert checked == 5 * 10  # task: requests, init_requests; node: 6 fields; job: allocated, total_request
     # a field that is not read off a Volcano Resource goes through the field itself
     job = views[2]
     assert job.amount("min_resources", "cpu") == job.min_resources.cpu
+    assert type(job).raw_amount_reader("min_resources", "cpu") is None

@@ -56,11 +56,12 @@ def test_views_convert_lazily_and_share_the_raw_struct(full):
 
 
 def test_a_field_path_reads_what_digging_step_by_step_reads():
-    """``_reader`` (one attribute path, ``_dig`` on AttributeError) against ``_dig`` on Structs,
-    dicts, None, absent and wrongly typed steps; a step named like a method is refused."""
+    """A view field (one attribute path, ``_dig`` on AttributeError) against ``_dig`` on Structs,
+    dicts, None, absent and wrongly typed steps, for each kind of field (as it is, a map, a
+    number, a flag); a step named like a method is refused."""
     import msgspec
 
-    from policy_extender.wire.views import _dig, _reader
+    from policy_extender.wire.views import View, _dig, _flag, _mapping, _number, _string
 
     class Meta(msgspec.Struct):
         labels: dict | None = None
@@ -74,11 +75,16 @@ def test_a_field_path_reads_what_digging_step_by_step_reads():
     raws = [Obj(Meta({"a": "1"})), Obj(Meta(None)), Obj(None), Obj({"labels": {"b": "2"}}), Obj({"x": 1}),
             Obj("text"), Obj([1, 2]), Obj(7), Pruned("n"), {"metadata": {"labels": {"c": "3"}}},
             {"metadata": Meta({"d": "4"})}, {"metadata": None}, {}, None, "text", [], 3]
+    expected = {_string: lambda v: v, _mapping: lambda v: v if isinstance(v, dict) else {},
+                _number: lambda v: v or 0, _flag: bool}
     for keys in (("metadata", "labels"), ("metadata",), ("Name",)):
-        read = _reader(*keys)
-        for raw in raws:
-            assert read(raw) == _dig(raw, *keys), (keys, raw)
-    assert _reader("metadata", "labels")(raws[0]) == {"a": "1"}
+        for field, convert in expected.items():
+            Probe = type("Probe", (View,), {"__slots__": (), "f": field(*keys)})
+            for raw in raws:
+                got, want = Probe(raw).f, convert(_dig(raw, *keys))
+                assert got == want and type(got) is type(want), (field.__name__, keys, raw, got)
+    assert type("Probe", (View,), {"__slots__": (), "f": _mapping("metadata", "labels")})(raws[0]).f == {"a": "1"}
     for method in ("items", "get", "upper", "count", "real"):
-        with pytest.raises(ValueError, match="named like a method"):
-            _reader("metadata", method)
+        for field in expected:
+            with pytest.raises(ValueError, match="named like a method"):
+                field("metadata", method)
