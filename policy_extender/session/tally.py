@@ -195,8 +195,12 @@ class Tally:
                     counts[k] = n + 1
             else:
                 k = answers + _REJ + (decision.rule or "")
-                c.add(k)
-                c.first(k, decision.reason, request_id)
+                n = counts.get(k)
+                if n is not None and k in c.firsts:  # c.add and c.first, inline for a seen rejection
+                    counts[k] = n + 1
+                else:
+                    c.add(k)
+                    c.first(k, decision.reason, request_id)
             if audits:
                 _audits(c, answers[:-1], audits, request_id)
 
