@@ -68,7 +68,8 @@ def _events(path: str) -> dict[str, int]:
             if line.startswith("events:"):
                 names = line.split()[1:]
             elif line.startswith(("summary:", "totals:")):
-                return dict(zip(names, map(int, line.split()[1:])))
+                counts = [int(v) for v in line.split()[1:]]
+                return dict(zip(names, counts + [0] * (len(names) - len(counts))))  # trailing zeros left out
     raise ValueError(f"{path}: no totals")
 
 

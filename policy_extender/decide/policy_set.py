@@ -31,6 +31,7 @@ class PolicySet:
         self.kinds = frozenset(r.kind for r in rules)
         self._slots = len(checked.slots)
         self._by_kind = {kind: [r for r in rules if r.kind == kind and not r.audit] for kind in self.kinds}
+        self._filters = self._by_kind.get("filter", [])  # every predicate call's rules, looked up once
         #: shadow rules by kind (decide/audit.py evaluates them); empty without any
         self.audited = {kind: [r for r in rules if r.kind == kind and r.audit]
                         for kind in self.kinds if any(r.kind == kind and r.audit for r in rules)}
@@ -45,7 +46,7 @@ class PolicySet:
     # --- decisions -------------------------------------------------------------------------------
 
     def predicate(self, task, node, env) -> FilterDecision:
-        rules = self._rules("filter")
+        rules = self._filters
         if not rules:
             return FITS
         c = Context(env, self._slots, task=task, node=node)
