@@ -18,7 +18,7 @@ again. The region between two dumps, of the main thread only, is that app's coun
 session head watch) run on timers and are left out: they do per-second work, not per-call work,
 and under valgrind's 50x slowdown they would fire 50x as often per call. ``PYTHONHASHSEED=0``.
 
-``python -m bench.instructions [--calls N] [--warm N] [--cache-sim]``
+``python -m bench.instructions [--calls N] [--warm N] [--cache-sim] [--nodes N] [--pods N]``
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ import tempfile
 APPS = ("service", "handwritten-wsgi", "bare")
 
 
-def child(calls: int, warm: int) -> None:
+def child(calls: int, warm: int, nodes: int, pods: int) -> None:
     """Runs inside valgrind: one dump region per app, in the order of ``APPS``."""
     from bench import bare_wsgi, handwritten
     from bench.generate import Bodies, Cluster, ClusterSpec
     from bench.inprocess import call, service_app
     from bench.scenarios import predicate_calls
 
-    bodies = Bodies(Cluster(ClusterSpec(nodes=50, pods_per_node=20)))
+    bodies = Bodies(Cluster(ClusterSpec(nodes=nodes, pods_per_node=pods)))
     requests = predicate_calls(bodies)
     with tempfile.TemporaryDirectory() as tmp:
         service = service_app(tmp)
@@ -73,14 +73,15 @@ def _events(path: str) -> dict[str, int]:
     raise ValueError(f"{path}: no totals")
 
 
-def measure(calls: int, warm: int, cache_sim: bool) -> dict[str, dict[str, int]]:
+def measure(calls: int, warm: int, cache_sim: bool, nodes: int = 50, pods: int = 20) -> dict[str, dict[str, int]]:
     """App -> event -> count over ``calls`` calls (main thread)."""
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     with tempfile.TemporaryDirectory() as out:
         command = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-before=os_getppid",
                    f"--cache-sim={'yes' if cache_sim else 'no'}", f"--callgrind-out-file={out}/cg.out",
-                   sys.executable, "-m", "bench.instructions", "--child", "--calls", str(calls), "--warm", str(warm)]
+                   sys.executable, "-m", "bench.instructions", "--child", "--calls", str(calls), "--warm", str(warm),
+                   "--nodes", str(nodes), "--pods", str(pods)]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:
@@ -99,13 +100,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=400, help="calls per app in the counted region")
     parser.add_argument("--warm", type=int, default=200, help="calls per app before the region")
     parser.add_argument("--cache-sim", action="store_true", help="also count simulated cache misses")
+    parser.add_argument("--nodes", type=int, default=50, help="nodes of the cluster (default 50)")
+    parser.add_argument("--pods", type=int, default=20, help="pods per node (default 20)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.calls, args.warm)
+        child(args.calls, args.warm, args.nodes, args.pods)
         return
-    counts = measure(args.calls, args.warm, args.cache_sim)
-    print(f"predicate, 50 nodes x 20 pods/node, session open, {args.calls} calls per app after {args.warm} "
+    counts = measure(args.calls, args.warm, args.cache_sim, args.nodes, args.pods)
+    print(f"predicate, {args.nodes} nodes x {args.pods} pods/node, session open, {args.calls} calls per app after {args.warm} "
           f"warm-up calls, callgrind, main thread, per call:")
     events = list(counts["service"])
     print("  " + f"{'app':18s}" + "".join(f"{e:>14s}" for e in events))

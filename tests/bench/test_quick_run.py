@@ -96,3 +96,28 @@ def test_open_breakdown_can_warm_every_worker_and_marks_a_workers_first_open():
         assert "jobs reused 0" in first, first
     if firsts:
         assert "round(s) a worker's first open; the other" in out
+
+
+def _instructions(calls: int) -> dict[str, float]:
+    run = subprocess.run([sys.executable, "-m", "bench.instructions", "--calls", str(calls), "--warm", "10",
+                          "--nodes", "10", "--pods", "4"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {}
+    for line in run.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("service", "handwritten-wsgi", "bare"):
+            rows[parts[0]] = float(parts[1].replace(",", ""))
+    assert "engine extra" in run.stdout, run.stdout
+    return rows
+
+
+def test_instruction_counts_repeat_and_rank_the_apps():
+    """``bench.instructions`` (callgrind) counts each app's calls; the same calls count the same
+    instructions in two runs (what makes the meter usable on a noisy host), and the service does
+    more than the hand-written app, which does more than the bare floor."""
+    first, second = _instructions(20), _instructions(20)
+    assert set(first) == {"service", "handwritten-wsgi", "bare"}
+    for app in first:
+        assert abs(first[app] - second[app]) <= 0.01 * first[app], (app, first[app], second[app])
+    assert first["service"] > first["handwritten-wsgi"] > 5 * first["bare"] > 0
