@@ -13,7 +13,9 @@ other processes on the host hits each alike:
   (``OpenStream`` threshold raised past the body, ``bench.open_breakdown whole-serve``): the
   body is received, then decoded whole, as before the streamed decode existed;
 * ``service-reuse-off`` (only when named in ``--servers``): the service with ``--node-reuse-bytes
-  0``: streamed, but no node taken from the ones its predicates kept (the open before it did).
+  0``: streamed, but no node taken from the ones its predicates kept (the open before it did);
+* ``service-small-pages`` (only when named): the service with ``--huge-pages false``: the body's
+  map in 4 KiB pages (the floor and ``service`` advise it for huge pages, ``web.socket_body``).
 
 Each open is a new connection from this process (a body file sent with ``sendfile``), timed from
 before the connect to the last byte of the answer (client-measured, upload included); then an
@@ -225,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                 if kind == "floor":
                     servers[kind] = TracedServer("bare-socket", None, workers=args.workers, threads=args.threads)
                 else:
-                    extra = store + (("--node-reuse-bytes", "0") if kind == "service-reuse-off" else ())
+                    extra = store + (("--node-reuse-bytes", "0") if kind == "service-reuse-off" else ()) \
+                        + (("--huge-pages", "false") if kind == "service-small-pages" else ())
                     servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", launcher=("bench.open_breakdown", "whole-serve") if kind == "service-whole" else (),
                                                  workers=args.workers, threads=args.threads, extra=extra)
                 servers[kind].start()

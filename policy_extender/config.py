@@ -258,6 +258,11 @@ class Config:
                                    "(docs/operations.md, Sizing). Each worker also keeps the jobs of "
                                    "its last onSessionOpen (~1 MB at 500 x 30) for the next one. 0: "
                                    "decode every node and job.", parse_size)
+    huge_pages: bool = option(True, "Receive bodies of 32 MiB and more (snapshots, large prioritize "
+                              "calls) into memory advised for transparent huge pages "
+                              "(`MADV_HUGEPAGE`): 128 page faults for 256 MB instead of 65,536, "
+                              "about 30 % off receiving it (docs/operations.md, Sizing). false: "
+                              "4 KiB pages, for a host where huge page compaction stalls.", parse_bool)
     tally: bool = option(True, "Keep the per-cycle decision tally that `GET /why` and `policy-extender "
                          "why` read (docs/operations.md, \"Why is it pending?\"): each worker adds "
                          "its calls in memory and flushes them to the session store in the "

@@ -19,6 +19,7 @@ from policy_extender.config import Config
 from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
 from policy_extender.logs import RequestIdMiddleware
 from policy_extender.service import RequestRecord, Service
+from policy_extender.web import socket_body
 from policy_extender.web.dispatch import VerbDispatch
 from policy_extender.web.ops import ops
 
@@ -32,6 +33,7 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
 
     app = Flask("policy_extender")
     svc = Service(config or Config(), sessions=sessions, runtime_dir=runtime_dir)
+    socket_body.configure(svc.config.huge_pages)
     svc.session_gaps = SessionGaps()
     app.extensions["policy_extender"] = svc
     app.register_blueprint(ops)

@@ -21,6 +21,12 @@ in by the kernel's copy of the bytes that fill it, while the data flows, instead
 before the first byte is read (measured: the recv_into floor's 269 MB open 147-176 ms against
 208-216 populated; a streamed 97 MB prioritize 105-113 ms against 112-118, in 5 paired runs).
 The map is unmapped when the last reference to it goes.
+
+The map is advised ``MADV_HUGEPAGE`` (configuration ``huge_pages``, on by default): where the
+kernel's transparent huge pages are ``madvise`` or ``always`` (the usual defaults), the body is
+faulted in 2 MiB pages, 128 faults for 256 MB instead of 65,536. Receiving 256 MB over a local
+socket: median 90 ms against 128 ms, 88 ms of system time against 126 (``python -m
+bench.huge_pages``). Off, or where the kernel has them ``never``, 4 KiB pages as before.
 """
 
 from __future__ import annotations
@@ -102,7 +108,25 @@ def _length_reader(environ: dict, length: int) -> Any:
 
 
 def _buffer(length: int) -> bytearray | mmap.mmap:
-    return mmap.mmap(-1, length, flags=_MAP_FLAGS) if length >= MAPPED_FROM else bytearray(length)
+    if length < MAPPED_FROM:
+        return bytearray(length)
+    mapped = mmap.mmap(-1, length, flags=_MAP_FLAGS)
+    if _huge_pages and _HUGE is not None:
+        try:
+            mapped.madvise(_HUGE)
+        except OSError:  # a kernel without transparent huge pages: 4 KiB pages
+            pass
+    return mapped
+
+
+_HUGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_huge_pages = True
+
+
+def configure(huge_pages: bool) -> None:
+    """``huge_pages`` (the configuration's): mapped bodies are ``MADV_HUGEPAGE``, or not."""
+    global _huge_pages
+    _huge_pages = bool(huge_pages)
 
 
 def _read(reader: Any, length: int, deadline: float | None,
