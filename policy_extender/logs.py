@@ -18,9 +18,9 @@ import contextvars
 import json
 import logging
 import re
-from random import getrandbits as _getrandbits
 import sys
 import time
+from random import getrandbits as _getrandbits
 from typing import Any, Callable, Iterable
 
 REQUEST_ID_HEADER = "X-Request-Id"

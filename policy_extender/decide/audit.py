@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from policy_extender.decide.names import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
                                           QUEUE_OVERUSED, RECLAIMABLE)
-from policy_extender.decide.policy_set import _SKIPPED, _normalized, _prefix, _score, _why, _why_not
+from policy_extender.decide.policy_set import _SKIPPED, _normalized, _score, _why, _why_not
 from policy_extender.decide.table import VERBS
 from policy_extender.errors import EvalError
 from policy_extender.lang.runtime import Context
@@ -106,7 +106,7 @@ def prioritize(policy_set, task, nodes, env):
         try:
             raw = [_score(rule, c) for c in contexts]
         except EvalError as err:
-            out.append(Audited(rule.name, "error", _prefix(rule) + str(err)))
+            out.append(Audited(rule.name, "error", rule.prefix + str(err)))
             continue
         if all(v is _SKIPPED for v in raw):
             continue
@@ -144,7 +144,7 @@ def _boolean(rule, c: Context, neutral: str, deciding: str, *, rejects_when_true
             return Audited(rule.name, neutral)
         return Audited(rule.name, deciding, _why(rule, c) if explain_true else _why_not(rule, c))
     except EvalError as err:
-        return Audited(rule.name, "error", _prefix(rule) + str(err))
+        return Audited(rule.name, "error", rule.prefix + str(err))
 
 
 def as_fixture(audited) -> dict:

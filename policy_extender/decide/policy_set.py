@@ -170,16 +170,12 @@ def _normalized(raw: list, normalize) -> list[float]:
             for v in raw]
 
 
-def _prefix(rule: CompiledRule) -> str:
-    return rule.prefix
-
-
 def _why_not(rule: CompiledRule, c: Context) -> str:
     """The reason a rule rejected: its reason template, or the automatic explanation."""
     text = rule.evaluate(rule.reason, c) if rule.reason else rule.evaluate(rule.explain, c)
-    return _prefix(rule) + text
+    return rule.prefix + text
 
 
 def _why(rule: CompiledRule, c: Context) -> str:
     text = rule.evaluate(rule.reason, c) if rule.reason else f"{rule.source} is true"
-    return _prefix(rule) + text
+    return rule.prefix + text

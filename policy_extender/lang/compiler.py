@@ -432,20 +432,12 @@ _SIZED = (list, dict, str)
 def _null_test(f: Fn, want_null: bool, span) -> Fn:
     """``x == null`` / ``x != null`` (the usual ``when`` guard): what ``runtime.equal`` answers
     with the left operand charged as ``_spent`` charges it, without the generic comparison."""
-    if want_null:
-        def is_null(c):
-            v = f(c)
-            if type(v) in _SIZED:
-                _charge(c, runtime.cost(v), span)
-            return v is None
-        return is_null
-
-    def is_not_null(c):
+    def null_test(c):
         v = f(c)
         if type(v) in _SIZED:
             _charge(c, runtime.cost(v), span)
-        return v is not None
-    return is_not_null
+        return (v is None) is want_null
+    return null_test
 
 
 def _all_true(fns: list[Fn]) -> Fn:

@@ -14,10 +14,10 @@ import time
 from typing import Any, Callable, Iterable
 
 from policy_extender import trace
-from policy_extender.logs import REQUEST_ID_HEADER, request_id_from, request_id_var
 from policy_extender.decide import names
 from policy_extender.decide.handlers import respond
 from policy_extender.decide.reply import Reply, VerbError, error_reply
+from policy_extender.logs import REQUEST_ID_HEADER, request_id_from, request_id_var
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line

@@ -29,8 +29,7 @@ _STATUS_LINES = {status: f"{status} {reason}" for status, reason in REASONS.item
 
 
 def status_line(status: int) -> str:
-    line = _STATUS_LINES.get(status)
-    return line if line is not None else f"{status} {REASONS.get(status, 'Unknown')}"
+    return _STATUS_LINES.get(status) or f"{status} Unknown"
 
 
 def check_content_type(environ: dict) -> None:

@@ -25,7 +25,7 @@ The map is unmapped when the last reference to it goes.
 The map is advised ``MADV_HUGEPAGE`` (configuration ``huge_pages``, on by default): where the
 kernel's transparent huge pages are ``madvise`` or ``always`` (the usual defaults), the body is
 faulted in 2 MiB pages, 128 faults for 256 MB instead of 65,536. Receiving 256 MB over a local
-socket: median 90 ms against 128 ms, 88 ms of system time against 126 (``python -m
+socket: median 73 ms against 130 ms, 72 ms of system time against 128 (``python -m
 bench.huge_pages``). Off, or where the kernel has them ``never``, 4 KiB pages as before.
 """
 
