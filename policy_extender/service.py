@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
+
+import msgspec
 
 from policy_extender import metrics
 from policy_extender.config import Config
@@ -29,8 +31,9 @@ from policy_extender.wire import decode, node_reuse
 log = logging.getLogger("policy_extender.web")
 
 
-class RequestRecord(NamedTuple):
-    """What one verb call did: passed to every request-finished callback (a NamedTuple: one per call)."""
+class RequestRecord(msgspec.Struct, frozen=True, gc=False):
+    """What one verb call did: passed to every request-finished callback (one per call: a frozen
+    msgspec Struct, built in C in a quarter of a NamedTuple's time)."""
 
     verb: str            # verb kind (predicate, ...), whatever its URL path
     status: int          # HTTP status answered

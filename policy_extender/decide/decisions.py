@@ -6,7 +6,8 @@ The wire encoders (``wire/encode.py``) read these attributes; docs/architecture.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+
+import msgspec
 
 
 @dataclass(frozen=True)
@@ -19,10 +20,10 @@ class Rule:
     audit: bool = False  # a shadow rule: evaluated and counted (decide/audit.py), never decides
 
 
-class FilterDecision(NamedTuple):
-    """A predicate's answer (a NamedTuple, not a frozen dataclass like the others: one is built
-    for every rejecting predicate call, and a frozen dataclass sets each field through
-    ``object.__setattr__``)."""
+class FilterDecision(msgspec.Struct, frozen=True, gc=False):
+    """A predicate's answer (a frozen msgspec Struct, built in C, not a frozen dataclass like the
+    others: one is built for every rejecting predicate call, and a frozen dataclass sets each
+    field through ``object.__setattr__``)."""
 
     fits: bool
     code: int = 0            # 0 fits, 2 Unschedulable, 3 UnschedulableAndUnresolvable

@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+import msgspec
 import orjson
 
 
@@ -19,10 +18,11 @@ class VerbError(Exception):
         self.headers = headers
 
 
-class Reply(NamedTuple):
-    """A verb's answer and what it decided (for the log line and the metrics). A NamedTuple, not a
-    frozen dataclass: one is built per call, and a frozen dataclass sets each field through
-    ``object.__setattr__`` (``bench.instructions``)."""
+class Reply(msgspec.Struct, frozen=True, gc=False):
+    """A verb's answer and what it decided (for the log line and the metrics). A frozen msgspec
+    Struct, built in C: one is built per call, and a frozen dataclass sets each field through
+    ``object.__setattr__`` (12,500 instructions), a NamedTuple through a Python ``__new__``
+    (about 4,000; ``bench.instructions``). Holds no containers, so the GC never tracks it."""
 
     body: bytes
     status: int = 200
