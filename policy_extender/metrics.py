@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_extender import process
 from policy_extender.instance import METRICS_DIR
 from policy_extender.instance import METRICS_ENV as MULTIPROC_ENV
 from policy_extender.instance import process_runtime_dir
@@ -230,7 +231,7 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
                  rule: str = "", outcome: str = "") -> None:
     """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring)."""
     pending = _pending
-    if pending.flusher_pid != os.getpid():
+    if pending.flusher_pid != process.pid:
         _start_flusher()
     latency_bucket = bisect.bisect_left(_LATENCY_BOUNDS, seconds)
     body_bucket = bisect.bisect_left(_BODY_BOUNDS, body_bytes)
@@ -263,7 +264,7 @@ def note_session_gap(gap: str, verb: str) -> None:
     if gap not in _GAP_COUNTERS:
         raise ValueError(f"session gap {gap!r} is not one of {', '.join(_GAP_COUNTERS)}")
     pending = _pending
-    if pending.flusher_pid != os.getpid():
+    if pending.flusher_pid != process.pid:
         _start_flusher()
     with pending.lock:
         pending.gaps[(gap, verb)] = pending.gaps.get((gap, verb), 0) + 1
@@ -273,7 +274,7 @@ def note_audits(audits) -> None:
     """Audit rules' would-be outcomes (``policy_extender.decide.audit.Audited``; ``skip`` not counted),
     batched like :func:`note_request`."""
     pending = _pending
-    if pending.flusher_pid != os.getpid():
+    if pending.flusher_pid != process.pid:
         _start_flusher()
     with pending.lock:
         for a in audits:
@@ -329,16 +330,16 @@ def _add_to_histogram(child: Any, total: float, per_bucket: list[int]) -> None:
 def _start_flusher() -> None:
     """This process's flusher thread (again after a fork: threads do not survive it)."""
     with _lock:
-        if _pending.flusher_pid == os.getpid():
+        if _pending.flusher_pid == process.pid:
             return
         if _pending.flusher_pid is None:
             atexit.register(flush)
-        _pending.flusher_pid = os.getpid()
+        _pending.flusher_pid = process.pid
         threading.Thread(target=_flush_forever, name="policy-extender-metrics", daemon=True).start()
 
 
 def _flush_forever() -> None:
-    pid = os.getpid()
+    pid = process.pid
     while _pending.flusher_pid == pid:
         time.sleep(FLUSH_SECONDS)
         try:

@@ -39,6 +39,7 @@ import threading
 import time
 from typing import Any
 
+from policy_extender import process
 from policy_extender.session.sqlite import CHECK_SECONDS, SqliteStore
 
 #: bytes of the first WAL-index header copy (WalIndexHdr)
@@ -84,7 +85,7 @@ class HeadWatch:
         return head
 
     def _header(self) -> bytes | None:
-        if self._mapped_for != (os.getpid(), self.store.generation):
+        if self._mapped_for != (process.pid, self.store.generation):
             self._map_shm()
         return self._map[:HEADER_BYTES] if self._map is not None else None
 
@@ -92,7 +93,7 @@ class HeadWatch:
         """Map the -shm file's first page, after a query that makes this process hold it open."""
         self._map, self._seen = None, None
         self.store.head()
-        self._mapped_for = (os.getpid(), self.store.generation)
+        self._mapped_for = (process.pid, self.store.generation)
         self._map = shared_map(self.store.path + "-shm")
 
 

@@ -46,12 +46,12 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_extender import process
 from policy_extender.decide.names import PREDICATE, PRIORITIZE
 
 log = logging.getLogger("policy_extender.why")
@@ -160,7 +160,7 @@ class Tally:
         return found
 
     def _started(self) -> None:
-        if self._flusher_pid != os.getpid():
+        if self._flusher_pid != process.pid:
             self._start_flusher()
 
     def record_open(self, head) -> None:
@@ -175,7 +175,7 @@ class Tally:
         """The hot path (one call per node per task): two dict updates under the lock."""
         if head is None or not self.enabled:
             return
-        if self._flusher_pid != os.getpid():
+        if self._flusher_pid != process.pid:
             self._start_flusher()
         answers = "task" + SEP + object_name(task) + SEP + "p"
         with self._lock:
@@ -317,16 +317,16 @@ class Tally:
 
     def _start_flusher(self) -> None:
         with self._start_lock:
-            if self._flusher_pid == os.getpid():
+            if self._flusher_pid == process.pid:
                 return
             if self._flusher_pid is None:
                 atexit.register(self.flush)
-            self._flusher_pid = os.getpid()
+            self._flusher_pid = process.pid
             self._pending = {}  # inherited through fork: the parent flushes its own
             threading.Thread(target=self._flush_forever, name="policy-extender-tally", daemon=True).start()
 
     def _flush_forever(self) -> None:
-        pid = os.getpid()
+        pid = process.pid
         while self._flusher_pid == pid:
             time.sleep(self.flush_seconds)
             try:
