@@ -234,7 +234,14 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
     if pending.flusher_pid != process.pid:
         _start_flusher()
     latency_bucket = bisect.bisect_left(_LATENCY_BOUNDS, seconds)
-    body_bucket = bisect.bisect_left(_BODY_BOUNDS, body_bytes)
+    # bisect_left(_BODY_BOUNDS, body_bytes) for the bounds 1 KiB * 4**n, n = 0..10, in integer
+    # arithmetic (half the time of bisect's int-to-float comparisons; a test pins the two equal)
+    if body_bytes <= 1024 or type(body_bytes) is not int:
+        body_bucket = bisect.bisect_left(_BODY_BOUNDS, body_bytes)
+    else:
+        body_bucket = ((body_bytes - 1).bit_length() - 9) >> 1
+        if body_bucket > 11:
+            body_bucket = 11
     with pending.lock:
         tally = pending.requests.get((verb, status_code))
         if tally is None:

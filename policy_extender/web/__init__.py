@@ -57,21 +57,23 @@ def _http_error(exc: HTTPException):
 
 
 def _observe(record: RequestRecord) -> None:
-    counted = record.status == 200 and record.decision
-    metrics.note_request(record.verb, record.status, record.seconds, record.body_bytes,
-                         record.rule if counted else "", record.decision if counted else "")
+    if record.status == 200:  # an answer: its decision counted too
+        metrics.note_request(record.verb, 200, record.seconds, record.body_bytes, record.rule, record.decision)
+    else:
+        metrics.note_request(record.verb, record.status, record.seconds, record.body_bytes)
 
 
 def _log_line(record: RequestRecord) -> None:
     """One line per verb call: DEBUG for answers, WARNING for refusals, ERROR for failures."""
-    if record.decision == "no_session":  # require_session refused it: one WARNING per cycle (session_gaps)
+    if record.status == 200:  # the common case first, and nothing more when DEBUG is off
+        if logs.request_log.isEnabledFor(logging.DEBUG):
+            logs.log_request(record.verb, None, None, record.decision or "-", record.rule or None,
+                             record.seconds)
+    elif record.decision == "no_session":  # require_session refused it: one WARNING per cycle (session_gaps)
         log.debug("%s %d %.1fms %s", record.verb, record.status, record.seconds * 1000, record.error)
     elif record.status >= 500:
         logs.log_error(f"{record.verb} answered {record.status}: {record.error}", verb=record.verb,
                        status=record.status, body_bytes=record.body_bytes)
-    elif record.status != 200:
+    else:
         log.warning("%s %d %.1fms %dB %s", record.verb, record.status, record.seconds * 1000,
                     record.body_bytes, record.error)
-    else:
-        logs.log_request(record.verb, None, None, record.decision or "-", record.rule or None,
-                         record.seconds)

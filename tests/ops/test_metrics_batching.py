@@ -13,8 +13,10 @@ from policy_extender import metrics
 from tests.ops.test_metrics import SPAWN, scrape
 
 #: every bucket boundary, values either side of it, zero and beyond the last bucket
-LATENCIES = [0.0, *metrics.LATENCY_BUCKETS, *(b * 1.0001 for b in metrics.LATENCY_BUCKETS), 7.5]
-SIZES = [0, 1, *metrics.BODY_BUCKETS, *(b + 1 for b in metrics.BODY_BUCKETS), 5e9]
+LATENCIES = [0.0, *metrics.LATENCY_BUCKETS, *(b * 1.0001 for b in metrics.LATENCY_BUCKETS), 7.5] * 3
+SIZES = [0, 1, *metrics.BODY_BUCKETS, *(b + 1 for b in metrics.BODY_BUCKETS), 5e9,
+         # integer sizes (what a server passes) take note_request's integer arithmetic, not bisect
+         *(int(b) + d for b in metrics.BODY_BUCKETS for d in (-1, 0, 1)), 5 << 30, 1 << 40]
 
 
 def fresh_metrics() -> metrics.Metrics:
