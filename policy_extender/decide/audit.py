@@ -65,14 +65,14 @@ def _rules(policy_set, *kinds: str) -> list:
 def predicate(policy_set, task, node, env) -> tuple[Audited, ...] | list[Audited]:
     if not policy_set.audited or "filter" not in policy_set.audited:
         return ()
-    c = Context(env, policy_set._slots, task=task, node=node)
+    c = Context(env, [None] * policy_set._slots, task=task, node=node)
     return [_boolean(rule, c, "pass", "reject", rejects_when_true=False) for rule in policy_set.audited["filter"]]
 
 
 def enqueueable(policy_set, job, env):
     if not policy_set.audited or "enqueue" not in policy_set.audited:
         return ()
-    c = Context(env, policy_set._slots, job=job)
+    c = Context(env, [None] * policy_set._slots, _job=job)
     out = []
     for rule in policy_set.audited["enqueue"]:
         if rule.permit:
@@ -85,7 +85,7 @@ def enqueueable(policy_set, job, env):
 def overused(policy_set, queue, env):
     if not policy_set.audited or "overused" not in policy_set.audited:
         return ()
-    c = Context(env, policy_set._slots, queue=queue)
+    c = Context(env, [None] * policy_set._slots, _queue=queue)
     return [_boolean(rule, c, "not_overused", "overused", rejects_when_true=True, explain_true=True)
             for rule in policy_set.audited["overused"]]
 
@@ -93,14 +93,14 @@ def overused(policy_set, queue, env):
 def ready(policy_set, job, env):
     if not policy_set.audited or "ready" not in policy_set.audited:
         return ()
-    c = Context(env, policy_set._slots, job=job)
+    c = Context(env, [None] * policy_set._slots, _job=job)
     return [_boolean(rule, c, "ready", "not_ready", rejects_when_true=False) for rule in policy_set.audited["ready"]]
 
 
 def prioritize(policy_set, task, nodes, env):
     if not policy_set.audited or "score" not in policy_set.audited:
         return ()
-    contexts = [Context(env, policy_set._slots, task=task, node=n) for n in nodes]
+    contexts = [Context(env, [None] * policy_set._slots, task=task, node=n) for n in nodes]
     out = []
     for rule in policy_set.audited["score"]:
         try:
@@ -123,7 +123,7 @@ def victims(policy_set, kind: str, evictor, evictees, env):
         return ()
     out = []
     for i, evictee in enumerate(evictees):
-        c = Context(env, policy_set._slots, evictor=evictor, evictee=evictee)
+        c = Context(env, [None] * policy_set._slots, evictor=evictor, evictee=evictee)
         item = getattr(evictee, "name", None) or f"[{i}]"
         for rule in rules:
             found = _boolean(rule, c, "evict", "protect", rejects_when_true=False)

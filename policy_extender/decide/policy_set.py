@@ -49,7 +49,7 @@ class PolicySet:
         rules = self._filters
         if not rules:
             return FITS
-        c = Context(env, self._slots, task=task, node=node)
+        c = Context(env, [None] * self._slots, task=task, node=node)
         rule = None
         try:  # rule.evaluate, once around the loop: the hot path of every predicate call
             for rule in rules:
@@ -68,7 +68,7 @@ class PolicySet:
         names = [n.name for n in nodes]
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
-        contexts = [Context(env, self._slots, task=task, node=n) for n in nodes]
+        contexts = [Context(env, [None] * self._slots, task=task, node=n) for n in nodes]
         for rule in self._rules("score"):
             raw = [_score(rule, c) for c in contexts]
             if all(v is _SKIPPED for v in raw):
@@ -90,7 +90,7 @@ class PolicySet:
         victims, reasons, applied = [], {}, False
         vetoed = False  # a rule without `if none abstain` refused some evictee
         for i, evictee in enumerate(evictees):
-            c = Context(env, self._slots, evictor=evictor, evictee=evictee)
+            c = Context(env, [None] * self._slots, evictor=evictor, evictee=evictee)
             failed = None
             for rule in rules:
                 if failed is not None and (rule.abstain_if_none or victims):
@@ -114,7 +114,7 @@ class PolicySet:
         return VictimDecision(1, victims, reasons)
 
     def enqueueable(self, job, env) -> StatusDecision:
-        c = Context(env, self._slots, job=job)
+        c = Context(env, [None] * self._slots, _job=job)
         permit = None
         for rule in self._rules("enqueue"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
@@ -131,7 +131,7 @@ class PolicySet:
         return StatusDecision(0)
 
     def overused(self, queue, env) -> BoolDecision:
-        c = Context(env, self._slots, queue=queue)
+        c = Context(env, [None] * self._slots, _queue=queue)
         for rule in self._rules("overused"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
                 continue
@@ -140,7 +140,7 @@ class PolicySet:
         return BoolDecision(False)
 
     def ready(self, job, env) -> BoolDecision:
-        c = Context(env, self._slots, job=job)
+        c = Context(env, [None] * self._slots, _job=job)
         for rule in self._rules("ready"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
                 continue

@@ -31,7 +31,7 @@ def _roots(policy_set):
 
 def _run(rule, task, node) -> tuple[object, int]:
     """The rule's test value and what it charged to the work budget."""
-    c = Context(None, 8, task=task, node=node)
+    c = Context(None, [None] * 8, task=task, node=node)
     value = rule.test(c)
     return value, runtime.MAX_WORK - c.work
 
