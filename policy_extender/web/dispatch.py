@@ -81,6 +81,8 @@ class VerbDispatch:
             body = read_request(self.service, kind, environ)
         except VerbError as exc:  # logged once, with the other non-200s, by the request callback
             return error_reply(exc.status, exc.message, exc.headers), None
+        if kind not in _STREAMED:  # nothing was handed over (read_request)
+            return respond(self.service, kind, body), body
         try:
             return respond(self.service, kind, body), body
         finally:
