@@ -1,5 +1,6 @@
 """``x == null`` and ``x != null`` (and ``null == x``) compile to a null test: the same answers as
-the generic comparison (``runtime.equal``), and the same charge to the work budget."""
+the generic comparison (``runtime.equal``), and the same charge to the work budget; and a
+string is charged its length over 64 wherever it is visited."""
 
 import json
 
@@ -79,3 +80,16 @@ def test_a_guard_on_a_missing_annotation_skips_the_rule_and_a_present_one_applie
         node = merged(NODE, {"Node": {"metadata": {"labels": labels}}})
         request = decode.decode_predicate(json.dumps({"task": task, "node": node}).encode(), policy_set.reads)
         assert policy_set.predicate(request.task, request.node, None).fits is fits, (annotations, labels)
+
+
+@pytest.mark.parametrize("length", [0, 1, 63, 64, 127, 128, 640, 65536])
+def test_a_container_string_is_charged_its_length_over_64(length):
+    """``_spent`` (here the container of ``in``) charges a string ``len // 64`` (``runtime.cost``),
+    a shorter one nothing, through its own fast path."""
+    policy_set = _compile({"in": '"z" in task.annotations["s"]'})
+    task = merged(TASK, {"Pod": {"metadata": {"annotations": {"s": "x" * length}}}})
+    body = json.dumps({"task": task, "node": merged(NODE, {})}).encode()
+    request = decode.decode_predicate(body, policy_set.reads)
+    rule = policy_set._rules("filter")[0]
+    assert _run(rule, request.task, request.node) == (False, runtime.cost("x" * length))
+    assert runtime.cost("x" * length) == length // 64
