@@ -87,6 +87,10 @@ class SessionCache:
         self._on_event = on_event or (lambda event: None)
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
+        #: (cached, head): the last head object found fresh for that cache. The head watch returns
+        #: the same (immutable) head object while the session is unchanged, so the next call
+        #: compares two identities instead of three fields (``_is_fresh``)
+        self._fresh: tuple[Any, Any] = (None, None)
         self._last = threading.local()
         self._watch = watch_for(store)
         self.counts = CacheCounts()
@@ -102,8 +106,13 @@ class SessionCache:
                 return self._no_session
             with self._lock:
                 return self._no_session_now()
-        if cached is not None and _is_fresh(cached, head):
-            return cached.env
+        if cached is not None:
+            fresh = self._fresh
+            if fresh[0] is cached and fresh[1] is head:
+                return cached.env
+            if _is_fresh(cached, head):
+                self._fresh = (cached, head)
+                return cached.env
         with self._lock:
             return self._refresh(head)
 
