@@ -107,6 +107,8 @@ class SessionRequired(VerbError):
 def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
     """The handler of a deciding verb: one head read, the pinned set, a pruned decode, decide,
     encode the Go response type."""
+    after = observe.AFTER[verb.name]  # observe.decided's step for this verb, looked up once
+
     def decide(service: Service, body: bytes) -> Reply:
         policy_set, env = policy_and_env(service, verb.name)
         request = verb.decode(body, policy_set.reads, env)
@@ -114,7 +116,7 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
             check_job_in_snapshot(service, verb.name, policy_set, env, verb.subject(request))
         decision = verb.decide(policy_set, request, env)
         outcome = verb.outcome(decision)
-        observe.decided(service, verb.name, policy_set, env, request, decision, outcome)
+        after(service, verb.name, policy_set, env, request, decision, outcome)
         return Reply(verb.encode(decision, request), decision=outcome,
                      rule=getattr(decision, "rule", None) or "")
     return decide

@@ -1,8 +1,8 @@
 """After a verb decided: its audit rules, their metric, and the decision tally (one call per verb).
 
-The verb handler (``decide/handlers.py``) calls ``decided`` after each decision, with what it
-decoded: it evaluates the set's audit (shadow) rules of that verb (``audit.py``; nothing
-without any), counts their outcomes (``policy_extender_audit_decisions_total``) and adds the call
+The verb handler (``decide/handlers.py``) calls its verb's entry of ``AFTER`` (looked up once
+per verb) after each decision, with what it decoded: it evaluates the set's audit (shadow)
+rules of that verb (``audit.py``; nothing without any), counts their outcomes (``policy_extender_audit_decisions_total``) and adds the call
 to this worker's tally (``session/tally.py``; memory only, never the store). The tally keys on
 task and job ``Namespace``/``Name``, which every decoder keeps (``wire.paths.ALWAYS_READ``).
 """
@@ -19,11 +19,6 @@ from policy_extender.logs import current_request_id
 
 def _head(env: Any) -> Any:
     return getattr(env, "head", None)
-
-
-def decided(service: Any, verb: str, policy_set: Any, env: Any, request: Any, decision: Any, outcome: str) -> None:
-    """One deciding verb's call is answered: audit it, count it, tally it (the handler's hook)."""
-    AFTER[verb](service, verb, policy_set, env, request, decision, outcome)
 
 
 def _predicate(service, verb, policy_set, env, request, decision, outcome) -> None:
@@ -69,7 +64,7 @@ def _ready(service, verb, policy_set, env, request, decision, outcome) -> None:
     service.tally.record_ready(_head(env), request.job, decision, audits, current_request_id())
 
 
-#: deciding verb -> what is done after its decision (a test pins it to the verb table's deciding verbs)
+#: deciding verb -> what is done after its decision: audit it, count it, tally it (a test pins it to the verb table's deciding verbs)
 AFTER = {PREDICATE: _predicate, PRIORITIZE: _prioritize, PREEMPTABLE: _victims, RECLAIMABLE: _victims,
          JOB_ENQUEUEABLE: _enqueueable, QUEUE_OVERUSED: _overused, JOB_READY: _ready}
 

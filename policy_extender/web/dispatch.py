@@ -17,7 +17,7 @@ from policy_extender import trace
 from policy_extender.decide import names
 from policy_extender.decide.handlers import respond
 from policy_extender.decide.reply import Reply, VerbError, error_reply
-from policy_extender.logs import REQUEST_ID_HEADER, request_id_from, request_id_var
+from policy_extender.logs import REQUEST_ID_HEADER, new_request_id, request_id_from, request_id_var
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
@@ -45,7 +45,8 @@ class VerbDispatch:
             return self.fallback(environ, start_response)
         # the request id, bound here rather than by a middleware around the whole app: one layer
         # and one start_response closure less on every verb call (the fallback has its own)
-        request_id = request_id_from(environ.get("HTTP_X_REQUEST_ID"))
+        given = environ.get("HTTP_X_REQUEST_ID")
+        request_id = request_id_from(given) if given else new_request_id()
         token = request_id_var.set(request_id)
         try:
             started = time.perf_counter()
