@@ -119,3 +119,24 @@ def test_the_names_the_tally_keys_on_are_decoded_whatever_the_policies_read():
     reads = compile_sources({"a.policy": 'filter f: node.name != "x"\n'}).reads
     assert {("Name",), ("Namespace",)} <= reads["task"] and {("Name",), ("Namespace",)} <= reads["job"]
     assert ("Name",) in reads["queue"]
+
+
+def test_a_predicate_is_tallied_under_the_tasks_object_name():
+    """record_predicate builds its key in one step; it is the key ``object_name`` gives, for real
+    task views with and without a namespace, a name or a uid."""
+    import json
+
+    from policy_extender.session.tally import SEP, key, object_name
+    from policy_extender.wire import decode
+    from tests.lang.harness import NODE, TASK as WIRE_TASK, merged
+
+    for namespace, name, uid in (("ml", "t1", "u1"), ("", "t1", "u1"), ("ml", "", "u1"), ("", "", "u1"),
+                                 (None, None, "u1")):  # Volcano never sends an empty UID (a 400)
+        task = merged(WIRE_TASK, {"Namespace": namespace, "Name": name, "UID": uid})
+        body = json.dumps({"task": task, "node": merged(NODE, {})}).encode()
+        view = decode.decode_predicate(body).task
+        tally = Tally(SqliteStore.__new__(SqliteStore), flush_seconds=3600)
+        tally.record_predicate(HEAD, view, FilterDecision(True))
+        counts = tally.take()["c1"].counts
+        assert counts == {key("task", object_name(view), "p"): 1,
+                          key("task", object_name(view), "p") + SEP + "fit": 1}, (namespace, name, uid)
