@@ -207,20 +207,28 @@ _BODY_BOUNDS = (*BODY_BUCKETS, float("inf"))
 
 
 class _Pending:
-    """This process's calls not yet written: (verb, status) -> tallies, decisions -> count."""
+    """This process's calls not yet written: verb -> status -> tallies (decisions inside), gaps and
+    audits -> count."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.requests: dict[tuple[str, int], list] = {}
-        self.decisions: dict[tuple[str, str, str], int] = {}
+        self.requests: dict[str, dict[int, list]] = {}
         self.gaps: dict[tuple[str, str], int] = {}
         self.audits: dict[tuple[str, str], int] = {}
         self.flusher_pid: int | None = None
 
     def take(self) -> tuple[dict, dict, dict, dict]:
+        """(verb, status) -> tallies, (verb, rule, outcome) -> decisions, gaps, audits; emptied."""
         with self.lock:
-            requests, decisions, gaps, audits = self.requests, self.decisions, self.gaps, self.audits
-            self.requests, self.decisions, self.gaps, self.audits = {}, {}, {}, {}
+            nested, gaps, audits = self.requests, self.gaps, self.audits
+            self.requests, self.gaps, self.audits = {}, {}, {}
+        requests, decisions = {}, {}
+        for verb, by_status in nested.items():
+            for status_code, tally in by_status.items():
+                requests[(verb, status_code)] = tally[:5]
+                for rule, outcomes in tally[5].items():
+                    for outcome, count in outcomes.items():
+                        decisions[(verb, rule, outcome)] = decisions.get((verb, rule, outcome), 0) + count
         return requests, decisions, gaps, audits
 
 
@@ -242,23 +250,34 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
         body_bucket = ((body_bytes - 1).bit_length() - 9) >> 1
         if body_bucket > 11:
             body_bucket = 11
-    with pending.lock:
-        tally = pending.requests.get((verb, status_code))
+    # keyed verb -> status -> tally, decisions inside it by rule -> outcome: string and int keys
+    # (hashes cached) instead of a tuple built, hashed and compared per call (take() flattens)
+    pending.lock.acquire()
+    try:
+        by_status = pending.requests.get(verb)
+        if by_status is None:
+            by_status = pending.requests[verb] = {}
+        tally = by_status.get(status_code)
         if tally is None:
-            tally = pending.requests[(verb, status_code)] = _new_tally()
+            tally = by_status[status_code] = _new_tally()
         tally[0] += 1
         tally[1] += seconds
         tally[2][latency_bucket] += 1
         tally[3] += body_bytes
         tally[4][body_bucket] += 1
         if outcome:
-            key = (verb, rule, outcome)
-            pending.decisions[key] = pending.decisions.get(key, 0) + 1
+            outcomes = tally[5].get(rule)
+            if outcomes is None:
+                outcomes = tally[5][rule] = {}
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    finally:
+        pending.lock.release()
 
 
 def _new_tally() -> list:
-    """[calls, seconds sum, calls per latency bucket, bytes sum, calls per body-size bucket]"""
-    return [0, 0.0, [0] * len(_LATENCY_BOUNDS), 0.0, [0] * len(_BODY_BOUNDS)]
+    """[calls, seconds sum, calls per latency bucket, bytes sum, calls per body-size bucket,
+    {rule: {outcome: decisions}}]"""
+    return [0, 0.0, [0] * len(_LATENCY_BOUNDS), 0.0, [0] * len(_BODY_BOUNDS), {}]
 
 
 #: gap kind (decide.session_gaps) -> the counter it adds to

@@ -18,6 +18,10 @@ SIZES = [0, 1, *metrics.BODY_BUCKETS, *(b + 1 for b in metrics.BODY_BUCKETS), 5e
          # integer sizes (what a server passes) take note_request's integer arithmetic, not bisect
          *(int(b) + d for b in metrics.BODY_BUCKETS for d in (-1, 0, 1)), 5 << 30, 1 << 40]
 
+#: (verb, rule, outcome) of the calls: several rules and outcomes per verb, and a neutral answer
+DECISIONS = [("predicate", "gpu_fit", "reject"), ("predicate", "", "fits"), ("predicate", "zone", "reject"),
+             ("prioritize", "", "scored"), ("jobEnqueueable", "quota", "reject"), ("jobEnqueued", "", "")]
+
 
 def fresh_metrics() -> metrics.Metrics:
     from prometheus_client import values
@@ -28,20 +32,24 @@ def fresh_metrics() -> metrics.Metrics:
 def test_batched_tallies_render_exactly_as_observed_one_by_one(monkeypatch):
     immediate, batched = fresh_metrics(), fresh_metrics()
     monkeypatch.setattr(metrics, "_metrics", immediate)
-    for seconds, size in zip(LATENCIES * 3, SIZES * 3):
-        metrics.observe_request("predicate", 200, seconds, size)
-        metrics.count_decision("predicate", "gpu_fit", "reject")
+    for i, (seconds, size) in enumerate(zip(LATENCIES * 3, SIZES * 3)):
+        verb, rule, outcome = DECISIONS[i % len(DECISIONS)]
+        metrics.observe_request(verb, 200, seconds, size)
+        if outcome:
+            metrics.count_decision(verb, rule, outcome)
     metrics.observe_request("prioritize", 500, 0.2, 10)
     monkeypatch.setattr(metrics, "_metrics", batched)
-    for seconds, size in zip(LATENCIES * 3, SIZES * 3):
-        metrics.note_request("predicate", 200, seconds, size, "gpu_fit", "reject")
+    for i, (seconds, size) in enumerate(zip(LATENCIES * 3, SIZES * 3)):
+        verb, rule, outcome = DECISIONS[i % len(DECISIONS)]
+        metrics.note_request(verb, 200, seconds, size, rule, outcome)
     metrics.note_request("prioritize", 500, 0.2, 10)
     metrics.flush()
     assert _without_created(generate_latest(batched.registry)) == _without_created(generate_latest(immediate.registry))
 
 
 def _without_created(text: bytes) -> list[str]:
-    return [line for line in text.decode().splitlines() if "_created" not in line]
+    """The exposition's lines, sorted: batching creates the labelled children in another order."""
+    return sorted(line for line in text.decode().splitlines() if "_created" not in line)
 
 
 def test_flush_without_pending_calls_writes_nothing(monkeypatch):
