@@ -107,7 +107,7 @@ class SessionRequired(VerbError):
 def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
     """The handler of a deciding verb: one head read, the pinned set, a pruned decode, decide,
     encode the Go response type."""
-    after = observe.AFTER[verb.name]  # observe.decided's step for this verb, looked up once
+    after = observe.AFTER[verb.name]  # audit, metric, tally: this verb's step, looked up once
 
     def decide(service: Service, body: bytes) -> Reply:
         policy_set, env = policy_and_env(service, verb.name)

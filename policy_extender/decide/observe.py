@@ -2,9 +2,10 @@
 
 The verb handler (``decide/handlers.py``) calls its verb's entry of ``AFTER`` (looked up once
 per verb) after each decision, with what it decoded: it evaluates the set's audit (shadow)
-rules of that verb (``audit.py``; nothing without any), counts their outcomes (``policy_extender_audit_decisions_total``) and adds the call
-to this worker's tally (``session/tally.py``; memory only, never the store). The tally keys on
-task and job ``Namespace``/``Name``, which every decoder keeps (``wire.paths.ALWAYS_READ``).
+rules of that verb (``audit.py``; nothing without any), counts their outcomes
+(``policy_extender_audit_decisions_total``) and adds the call to this worker's tally
+(``session/tally.py``; memory only, never the store). The tally keys on task and job
+``Namespace``/``Name``, which every decoder keeps (``wire.paths.ALWAYS_READ``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _ready(service, verb, policy_set, env, request, decision, outcome) -> None:
     service.tally.record_ready(_head(env), request.job, decision, audits, current_request_id())
 
 
-#: deciding verb -> what is done after its decision: audit it, count it, tally it (a test pins it to the verb table's deciding verbs)
+#: deciding verb -> what is done after its decision: audit it, count it, tally it
+#: (a test pins it to the verb table's deciding verbs)
 AFTER = {PREDICATE: _predicate, PRIORITIZE: _prioritize, PREEMPTABLE: _victims, RECLAIMABLE: _victims,
          JOB_ENQUEUEABLE: _enqueueable, QUEUE_OVERUSED: _overused, JOB_READY: _ready}
 

@@ -375,7 +375,7 @@ def _spent(c: Context, value, span):
     """
     kind = type(value)
     if kind is str:
-        if len(value) >= 64:  # a shorter string costs 0 (runtime.cost): nothing to charge
+        if len(value) >= 64:  # runtime.cost, inline: a shorter string costs 0, nothing to charge
             _charge(c, len(value) >> 6, span)
     elif kind is list or kind is dict:
         _charge(c, len(value), span)
@@ -430,20 +430,10 @@ def _is_null(node) -> bool:
     return isinstance(node, ast.Literal) and node.value is None
 
 
-
 def _null_test(f: Fn, want_null: bool, span) -> Fn:
     """``x == null`` / ``x != null`` (the usual ``when`` guard): what ``runtime.equal`` answers
-    with the left operand charged as ``_spent`` charges it, without the generic comparison."""
-    def null_test(c):
-        v = f(c)
-        kind = type(v)
-        if kind is str:
-            if len(v) >= 64:  # as _spent charges it
-                _charge(c, len(v) >> 6, span)
-        elif kind is list or kind is dict:
-            _charge(c, len(v), span)
-        return (v is None) is want_null
-    return null_test
+    with the left operand charged by ``_spent``, without the generic comparison."""
+    return lambda c: (_spent(c, f(c), span) is None) is want_null
 
 
 def _all_true(fns: list[Fn]) -> Fn:

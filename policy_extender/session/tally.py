@@ -177,9 +177,7 @@ class Tally:
             return
         if self._flusher_pid != process.pid:
             self._start_flusher()
-        # key("task", object_name(task), "p"), built in one step (a test pins the two equal)
-        namespace, name = task.namespace, task.name or getattr(task, "uid", None) or "?"
-        answers = f"task\x1f{namespace}/{name}\x1fp" if namespace else f"task\x1f{name}\x1fp"
+        answers = f"task{SEP}{object_name(task)}{SEP}p"  # key("task", ..., "p") in one step
         with self._lock:
             c = self._pending.get(head.session_id) or self.cycle(head)
             counts = c.counts

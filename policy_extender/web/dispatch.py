@@ -82,12 +82,11 @@ class VerbDispatch:
             body = read_request(self.service, kind, environ)
         except VerbError as exc:  # logged once, with the other non-200s, by the request callback
             return error_reply(exc.status, exc.message, exc.headers), None
-        if kind not in _STREAMED:  # nothing was handed over (read_request)
-            return respond(self.service, kind, body), body
         try:
             return respond(self.service, kind, body), body
         finally:
-            arriving.drop()  # a stream no handler took must not keep the body
+            if kind in _STREAMED:  # only these hand a stream over (read_request)
+                arriving.drop()  # a stream no handler took must not keep the body
 
 
 def read_request(service: Service, kind: str, environ: dict) -> bytes:
