@@ -14,10 +14,11 @@ variable (tests, ``policy-extender serve`` in one process) it renders the in-pro
 
 Batching. Writing a multiprocess value takes a lock and an mmap write per value (about 9 us for
 one request's histograms and counters); the service instead calls :func:`note_request`, which
-adds the call to this process's pending tallies (a dict update under one lock), and a flusher
-thread per process writes them into the prometheus values every ``FLUSH_SECONDS``, at
-:func:`flush` (``/metrics`` in this worker, the gunicorn ``worker_exit`` hook, interpreter exit).
-A scrape waits ``FLUSH_SECONDS`` first, so it sees every call answered before it began; a
+appends the call, as one tuple, to this process's pending calls (no lock: ``list.append`` is
+atomic), and a flusher thread per process folds them into tallies (:func:`fold`, in C passes) and
+writes those into the prometheus values every ``FLUSH_SECONDS``, at :func:`flush` (``/metrics`` in
+this worker, the gunicorn ``worker_exit`` hook, interpreter exit), and whenever ``FOLD_AT`` calls
+wait. A scrape waits ``FLUSH_SECONDS`` first, so it sees every call answered before it began; a
 SIGKILLed worker loses at most the last ``FLUSH_SECONDS`` of its counts (its earlier counts stay).
 :func:`observe_request` and :func:`count_decision` still write at once.
 
@@ -33,7 +34,9 @@ import bisect
 import os
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import Any
 
 from policy_extender import process
@@ -207,29 +210,73 @@ _BODY_BOUNDS = (*BODY_BUCKETS, float("inf"))
 
 
 class _Pending:
-    """This process's calls not yet written: verb -> status -> tallies (decisions inside), gaps and
-    audits -> count."""
+    """This process's calls not yet written: ``calls``, one tuple per verb call, appended without
+    a lock (``list.append`` is atomic); gaps and audits -> count."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.requests: dict[str, dict[int, list]] = {}
+        self.calls: list[tuple] = []  # (verb, status, seconds, body bytes, rule, outcome)
+        self.fold_lock = threading.Lock()
         self.gaps: dict[tuple[str, str], int] = {}
         self.audits: dict[tuple[str, str], int] = {}
         self.flusher_pid: int | None = None
 
     def take(self) -> tuple[dict, dict, dict, dict]:
         """(verb, status) -> tallies, (verb, rule, outcome) -> decisions, gaps, audits; emptied."""
+        with self.fold_lock:
+            calls = self.calls
+            n = len(calls)
+            batch = calls[:n]   # one C call each: a call appended meanwhile lands after index n
+            del calls[:n]       # and stays for the next take
         with self.lock:
-            nested, gaps, audits = self.requests, self.gaps, self.audits
-            self.requests, self.gaps, self.audits = {}, {}, {}
-        requests, decisions = {}, {}
-        for verb, by_status in nested.items():
-            for status_code, tally in by_status.items():
-                requests[(verb, status_code)] = tally[:5]
-                for rule, outcomes in tally[5].items():
-                    for outcome, count in outcomes.items():
-                        decisions[(verb, rule, outcome)] = decisions.get((verb, rule, outcome), 0) + count
+            gaps, audits = self.gaps, self.audits
+            self.gaps, self.audits = {}, {}
+        requests, decisions = fold(batch)
         return requests, decisions, gaps, audits
+
+
+def fold(calls: list[tuple]) -> tuple[dict, dict]:
+    """``note_request``'s tuples -> ((verb, status) -> [calls, seconds sum, calls per latency
+    bucket, bytes sum, calls per body-size bucket], (verb, rule, outcome) -> decisions).
+
+    Every pass over the calls runs in C (``zip``, ``sorted``, ``compress``, ``sum``, ``Counter``),
+    not a Python statement per call: a bucket's count is found by bisecting the sorted values at
+    its bounds. Sums add in call order from zero, as one-by-one updates would."""
+    if not calls:
+        return {}, {}
+    verbs, statuses, seconds, sizes, rules, outcomes = zip(*calls)
+    n = len(calls)
+    if verbs.count(verbs[0]) == n and statuses.count(statuses[0]) == n:  # the common case
+        groups: list = [((verbs[0], statuses[0]), seconds, sizes)]
+    else:
+        keys = list(zip(verbs, statuses))
+        groups = []
+        for key in dict.fromkeys(keys):
+            mine = list(map(key.__eq__, keys))
+            groups.append((key, tuple(compress(seconds, mine)), tuple(compress(sizes, mine))))
+    requests = {key: [len(mine_seconds), sum(mine_seconds, 0.0), _per_bucket(mine_seconds, _LATENCY_BOUNDS),
+                      sum(mine_sizes, 0.0), _per_bucket(mine_sizes, _BODY_BOUNDS)]
+                for key, mine_seconds, mine_sizes in groups}
+    decisions = dict(Counter(compress(zip(verbs, rules, outcomes), outcomes)))
+    return requests, decisions
+
+
+def _per_bucket(values: tuple, bounds: tuple) -> list[int]:
+    """How many values fall in each bucket, as ``bisect_left(bounds, value)`` assigns them (a
+    bucket holds the values above the previous bound up to its own, the last all the rest)."""
+    ordered = sorted(values)
+    counts, below = [], 0
+    for bound in bounds[:-1]:
+        upto = bisect.bisect_right(ordered, bound)
+        counts.append(upto - below)
+        below = upto
+    counts.append(len(ordered) - below)
+    return counts
+
+
+#: calls kept unfolded at most: past it the calling thread flushes them (a flusher that cannot
+#: keep up must not grow the list without bound); the flusher takes ~FLUSH_SECONDS of calls
+FOLD_AT = 20000
 
 
 _pending = _Pending()
@@ -237,47 +284,15 @@ _pending = _Pending()
 
 def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
                  rule: str = "", outcome: str = "") -> None:
-    """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring)."""
+    """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring):
+    one tuple appended here, folded into tallies when the flusher takes them (:func:`fold`)."""
     pending = _pending
     if pending.flusher_pid != process.pid:
         _start_flusher()
-    latency_bucket = bisect.bisect_left(_LATENCY_BOUNDS, seconds)
-    # bisect_left(_BODY_BOUNDS, body_bytes) for the bounds 1 KiB * 4**n, n = 0..10, in integer
-    # arithmetic (half the time of bisect's int-to-float comparisons; a test pins the two equal)
-    if body_bytes <= 1024 or type(body_bytes) is not int:
-        body_bucket = bisect.bisect_left(_BODY_BOUNDS, body_bytes)
-    else:
-        body_bucket = ((body_bytes - 1).bit_length() - 9) >> 1
-        if body_bucket > 11:
-            body_bucket = 11
-    # keyed verb -> status -> tally, decisions inside it by rule -> outcome: string and int keys
-    # (hashes cached) instead of a tuple built, hashed and compared per call (take() flattens)
-    pending.lock.acquire()
-    try:
-        by_status = pending.requests.get(verb)
-        if by_status is None:
-            by_status = pending.requests[verb] = {}
-        tally = by_status.get(status_code)
-        if tally is None:
-            tally = by_status[status_code] = _new_tally()
-        tally[0] += 1
-        tally[1] += seconds
-        tally[2][latency_bucket] += 1
-        tally[3] += body_bytes
-        tally[4][body_bucket] += 1
-        if outcome:
-            outcomes = tally[5].get(rule)
-            if outcomes is None:
-                outcomes = tally[5][rule] = {}
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    finally:
-        pending.lock.release()
-
-
-def _new_tally() -> list:
-    """[calls, seconds sum, calls per latency bucket, bytes sum, calls per body-size bucket,
-    {rule: {outcome: decisions}}]"""
-    return [0, 0.0, [0] * len(_LATENCY_BOUNDS), 0.0, [0] * len(_BODY_BOUNDS), {}]
+    calls = pending.calls
+    calls.append((verb, status_code, seconds, body_bytes, rule, outcome))
+    if len(calls) >= FOLD_AT:
+        flush()
 
 
 #: gap kind (decide.session_gaps) -> the counter it adds to
