@@ -2,9 +2,10 @@
 
 A cycle is a session (onSessionOpen -> onSessionClose). Its calls are spread over every worker and
 replica, so the tally lives in the shared session store, merged additively: each worker adds its
-own calls to an in-memory aggregate (a dict update under one lock, never a store call), and a
-flusher thread per process adds that aggregate to the store every ``flush_seconds``
-(``tally_flush_seconds``) and at exit. A verb never waits for the store; when the store fails,
+own calls to an in-memory aggregate (a dict update under one lock, never a store call; a
+predicate call, the most frequent by far, is only appended to a list, and folded into the
+aggregate in batches), and a flusher thread per process adds that aggregate to the store every
+``flush_seconds`` (``tally_flush_seconds``) and at exit. A verb never waits for the store; when the store fails,
 the flush is dropped (logged, counted): tally data is lost, never a decision. Calls answered
 without a session are not tallied.
 
@@ -46,9 +47,12 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import operator
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from policy_extender import process
@@ -73,6 +77,12 @@ DEFAULT_FLUSH_SECONDS = 1.0
 
 _FIT = SEP + "fit"
 _REJ = SEP + "rej" + SEP
+_SESSION_ID = operator.attrgetter("session_id")
+_RULE = operator.attrgetter("rule")
+#: a TaskView's UID, straight from its decoded Struct (in C)
+_TASK_UID = operator.attrgetter("raw.UID")
+#: predicate calls kept unfolded at most (the flusher folds them every ``flush_seconds``)
+FOLD_AT = 20000
 
 
 def key(kind: str, obj: str, path: str) -> str:
@@ -117,6 +127,17 @@ class CycleAggregate:
             else:
                 self.dropped += 1
 
+    def add_calls(self, k: str, n: int) -> None:
+        """``add(k)`` ``n`` times over: ``n`` drops when the key does not fit."""
+        counts = self.counts
+        found = counts.get(k)
+        if found is not None:
+            counts[k] = found + n
+        elif self.size() < self.cap:
+            counts[k] = n
+        else:
+            self.dropped += n
+
     def last(self, k: str, note: str) -> None:
         if k in self.lasts or self.size() < self.cap:
             self.lasts[k] = note[:NOTE_CHARS * 4]
@@ -139,6 +160,11 @@ class Tally:
         self.enabled = enabled
         self._lock = threading.Lock()
         self._pending: dict[str, CycleAggregate] = {}
+        #: predicate calls not yet folded into ``_pending``: (head, task) of a fitting node,
+        #: (head, task, decision, request id) of a rejection
+        self._fitted: list[tuple] = []
+        self._rejected: list[tuple] = []
+        self._fold_lock = threading.Lock()
         self._flusher_pid: int | None = None
         self._flush_lock = threading.Lock()
         self._start_lock = threading.Lock()
@@ -172,37 +198,62 @@ class Tally:
             self.cycle(head)
 
     def record_predicate(self, head, task, decision, audits=(), request_id: str = "-") -> None:
-        """The hot path (one call per node per task): two dict updates under the lock."""
+        """The hot path (one call per node per task): one tuple appended, no lock (``list.append``
+        is atomic). The flusher folds them into the cycle's aggregate (``_fold_predicates``), as
+        does a read of ``/why``; past ``FOLD_AT`` waiting calls, the calling thread does."""
         if head is None or not self.enabled:
             return
         if self._flusher_pid != process.pid:
             self._start_flusher()
-        answers = f"task{SEP}{object_name(task)}{SEP}p"  # key("task", ..., "p") in one step
-        with self._lock:
-            c = self._pending.get(head.session_id) or self.cycle(head)
-            counts = c.counts
-            n = counts.get(answers)
-            if n is None:
-                c.add(answers)
-            else:
-                counts[answers] = n + 1
-            if decision.fits:
-                k = answers + _FIT
-                n = counts.get(k)
-                if n is None:
-                    c.add(k)
-                else:
-                    counts[k] = n + 1
-            else:
-                k = answers + _REJ + (decision.rule or "")
-                n = counts.get(k)
-                if n is not None and k in c.firsts:  # c.add and c.first, inline for a seen rejection
-                    counts[k] = n + 1
-                else:
-                    c.add(k)
-                    c.first(k, decision.reason, request_id)
-            if audits:
-                _audits(c, answers[:-1], audits, request_id)
+        if decision.fits:
+            calls = self._fitted
+            calls.append((head, task))
+        else:
+            calls = self._rejected
+            calls.append((head, task, decision, request_id))
+        if len(calls) >= FOLD_AT:
+            self._fold_predicates()
+        if audits:
+            with self._lock:
+                _audits(self.cycle(head), f"task{SEP}{object_name(task)}{SEP}", audits, request_id)
+
+    def _fold_predicates(self) -> None:
+        """Add the predicate calls recorded since the last fold to their cycles' aggregates: the
+        same counts, first reasons (with their request ids) and drops as adding them one by one
+        (which entries a full aggregate drops may differ), with the passes over the calls in C
+        (``zip``, ``map``, ``Counter``) and Python code once per task and outcome."""
+        with self._fold_lock:
+            fitted, rejected = _take_all(self._fitted), _take_all(self._rejected)
+        if fitted:
+            for head, (tasks,) in _per_session(*zip(*fitted)):
+                identities, names = _identify(tasks)
+                with self._lock:
+                    c = self.cycle(head)
+                    for identity, count in Counter(identities).items():
+                        k = f"task{SEP}{names[identity]}{SEP}p"
+                        c.add_calls(k, count)
+                        c.add_calls(k + _FIT, count)
+        if rejected:
+            for head, (tasks, decisions, request_ids) in _per_session(*zip(*rejected)):
+                identities, names = _identify(tasks)
+                answers = list(zip(identities, map(_RULE, decisions)))
+                examples = None
+                with self._lock:
+                    c = self.cycle(head)
+                    for answer, count in Counter(answers).items():
+                        identity, rule = answer
+                        k = f"task{SEP}{names[identity]}{SEP}p"
+                        c.add_calls(k, count)
+                        k += _REJ + (rule or "")
+                        c.add_calls(k, count)
+                        if k in c.firsts:
+                            continue
+                        if examples is None:  # each answer's first call (dict keeps the last of reversed)
+                            examples = dict(zip(reversed(answers), zip(reversed(decisions), reversed(request_ids))))
+                        decision, request_id = examples[answer]
+                        c.first(k, decision.reason, request_id)
+                        if k not in c.firsts:  # over the cap: each call would have counted a drop
+                            c.dropped += count - 1
 
     def record_prioritize(self, head, task, decision, audits=(), request_id: str = "-") -> None:
         if head is None or not self.enabled:
@@ -276,6 +327,7 @@ class Tally:
     # -- flushing (its own thread; at exit; before /why reads) ----------------------------------
 
     def take(self) -> dict[str, CycleAggregate]:
+        self._fold_predicates()
         with self._lock:
             pending, self._pending = self._pending, {}
         return pending
@@ -323,6 +375,7 @@ class Tally:
                 atexit.register(self.flush)
             self._flusher_pid = process.pid
             self._pending = {}  # inherited through fork: the parent flushes its own
+            self._fitted, self._rejected = [], []
             threading.Thread(target=self._flush_forever, name="policy-extender-tally", daemon=True).start()
 
     def _flush_forever(self) -> None:
@@ -374,6 +427,42 @@ def _relative(entries: dict, prefix: str) -> dict:
 
 
 _LOGGED_KINDS = tuple(kind + SEP for kind in ("job", "queue"))
+
+
+def _take_all(calls: list) -> list:
+    """Every item of ``calls``, removed: one C call each, so an item appended meanwhile by another
+    thread lands after the slice and stays for the next take."""
+    n = len(calls)
+    taken = calls[:n]
+    del calls[:n]
+    return taken
+
+
+def _per_session(heads: tuple, *columns: tuple):
+    """(head, columns) per cycle of the calls: one group when every call saw the same head."""
+    if heads.count(heads[0]) == len(heads):
+        yield heads[0], columns
+        return
+    sessions = list(map(_SESSION_ID, heads))
+    head_of = dict(zip(sessions, heads))
+    for session_id in head_of:
+        mine = list(map(session_id.__eq__, sessions))
+        yield head_of[session_id], tuple(tuple(compress(column, mine)) for column in columns)
+
+
+def _identify(tasks: tuple) -> tuple[list, dict]:
+    """A hashable identity per task and each identity's ``object_name``, computed once per task.
+
+    A TaskView's identity is its UID, read in C (Volcano's task id, the pod's UID: one per pod,
+    so one per ``NAMESPACE/NAME``); without a UID on every task of the batch (a body that is not
+    Volcano's, a test's objects), the identity is ``object_name`` itself."""
+    try:
+        identities = list(map(_TASK_UID, tasks))
+    except AttributeError:
+        identities = None
+    if identities is None or None in identities or "" in identities:
+        identities = list(map(object_name, tasks))
+    return identities, {identity: object_name(task) for identity, task in dict(zip(identities, tasks)).items()}
 
 
 def _audits(c: CycleAggregate, prefix: str, audits, request_id: str) -> None:

@@ -140,3 +140,121 @@ def test_a_predicate_is_tallied_under_the_tasks_object_name():
         counts = tally.take()["c1"].counts
         assert counts == {key("task", object_name(view), "p"): 1,
                           key("task", object_name(view), "p") + SEP + "fit": 1}, (namespace, name, uid)
+
+
+def test_a_batch_of_real_task_views_is_tallied_per_task():
+    """The fold groups TaskViews by UID (read in C) and names each group once: several tasks in
+    one batch, each decoded again per call, keep their own counts and first reasons (objects
+    that are not TaskViews are grouped by their names: the other tests here)."""
+    import json
+
+    from policy_extender.session.tally import SEP, key
+    from policy_extender.wire import decode
+    from tests.lang.harness import NODE, TASK as WIRE_TASK, merged
+
+    def view(namespace, name, uid):
+        task = merged(WIRE_TASK, {"Namespace": namespace, "Name": name, "UID": uid})
+        return decode.decode_predicate(json.dumps({"task": task, "node": merged(NODE, {})}).encode()).task
+
+    for uids in (("u1", "u2", "u3"), ("u3", "u1", "u2")):
+        tasks = [("ml", "a", uids[0]), ("ml", "b", uids[1]), ("web", "a", uids[2])]
+        tally = Tally(SqliteStore.__new__(SqliteStore), flush_seconds=3600)
+        for i in range(30):
+            namespace, name, uid = tasks[i % 3]
+            fits = i % 2 == 0
+            decision = FilterDecision(True) if fits else FilterDecision(False, 2, f"why {i}", "zone")
+            tally.record_predicate(HEAD, view(namespace, name, uid), decision, (), f"r{i}")
+        agg = tally.take()["c1"]
+        for t, (namespace, name, _) in enumerate(tasks):
+            p = key("task", f"{namespace}/{name}", "p")
+            assert agg.counts[p] == 10 and agg.counts[p + SEP + "fit"] == 5, uids
+            assert agg.counts[p + SEP + "rej" + SEP + "zone"] == 5
+            first = next(i for i in range(30) if i % 3 == t and i % 2 == 1)
+            assert agg.firsts[p + SEP + "rej" + SEP + "zone"] == (f"why {first}", f"r{first}")
+
+
+def _predicate_calls():
+    """Predicate calls of two cycles over a few tasks: fits, rejections by several rules (a
+    rule-less one too), each with its own reason and request id."""
+    heads = [SimpleNamespace(session_id="c1", opened_at=100.0), SimpleNamespace(session_id="c2", opened_at=200.0)]
+    decisions = [FilterDecision(True), FilterDecision(False, 2, "zone b", "zone"),
+                 FilterDecision(False, 3, "no gpu", "gpu"), FilterDecision(False, 2, "unnamed", None)]
+    calls = []
+    for i in range(400):
+        task = SimpleNamespace(namespace="ml", name=f"t{i % 7}")
+        decision = decisions[(i * 5 + i // 7) % len(decisions)]
+        calls.append((heads[(i // 150) % 2], task, FilterDecision(decision.fits, decision.code,
+                                                                  f"{decision.reason} #{i}", decision.rule), f"r{i}"))
+    return calls
+
+
+def _aggregates(tally):
+    return {cycle: (agg.counts, agg.firsts, agg.dropped) for cycle, agg in tally.take().items()}
+
+
+def test_predicates_folded_in_a_batch_make_the_same_tally_as_one_by_one(monkeypatch):
+    """The flusher folds many predicate calls at once; what it adds (counts, each rule's first
+    reason with its request id) is what adding each call on its own adds. Under a cap that
+    drops, the entries kept may differ, but each one kept is whole and right."""
+    from policy_extender.session import tally as tally_module
+
+    def tally_of(fold_at: int, cap: int) -> dict:
+        monkeypatch.setattr(tally_module, "FOLD_AT", fold_at)
+        tally = Tally(BlockedStore(), max_entries=cap, flush_seconds=3600)
+        for head, task, decision, request_id in _predicate_calls():
+            tally.record_predicate(head, task, decision, (), request_id)
+        assert len(tally._fitted) + len(tally._rejected) == (0 if fold_at == 1 else 400)
+        return _aggregates(tally)
+
+    one_by_one, batched = tally_of(1, 10_000), tally_of(10_000, 10_000)  # 1: each call folded alone
+    assert batched == one_by_one
+    first = {}  # each rejection's example: the reason and request id of its first call
+    for head, task, decision, request_id in _predicate_calls():
+        if not decision.fits:
+            k = f"task\x1fml/{task.name}\x1fp\x1frej\x1f{decision.rule or ''}"
+            first.setdefault((head.session_id, k), (decision.reason, request_id))
+    assert {(c, k): v for c, (_, firsts, _) in batched.items() for k, v in firsts.items()} == first
+    for fold_at in (1, 10_000):
+        capped = tally_of(fold_at, 12)
+        for cycle, (counts, firsts, dropped) in capped.items():
+            assert len(counts) + len(firsts) == 12 and dropped > 0
+            assert all(n == one_by_one[cycle][0][k] for k, n in counts.items())
+            assert all(note == one_by_one[cycle][1][k] for k, note in firsts.items())
+
+
+def test_no_predicate_call_is_lost_when_a_flush_folds_while_threads_record():
+    tally = Tally(BlockedStore(), flush_seconds=3600)
+    per_thread, started = 5000, threading.Barrier(5)
+
+    def record() -> None:
+        started.wait()
+        for _ in range(per_thread):
+            tally.record_predicate(HEAD, TASK, REJECT)
+
+    threads = [threading.Thread(target=record) for _ in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    def answers_taken() -> int:
+        taken = tally.take().get("c1")
+        return taken.counts.get("task\x1fml/train-7-0\x1fp", 0) if taken is not None else 0
+
+    total = folds = 0
+    while any(t.is_alive() for t in threads):
+        total += answers_taken()
+        folds += 1
+    total += answers_taken()
+    assert folds > 1 and total == 4 * per_thread
+
+
+def test_unfolded_predicate_calls_stay_bounded_without_a_flusher(monkeypatch):
+    from policy_extender.session import tally as tally_module
+
+    monkeypatch.setattr(tally_module, "FOLD_AT", 64)
+    tally = Tally(BlockedStore(), flush_seconds=3600)
+    longest = 0
+    for _ in range(1000):
+        tally.record_predicate(HEAD, TASK, REJECT)
+        longest = max(longest, len(tally._rejected))
+    assert longest < 64
+    assert tally.take()["c1"].counts["task\x1fml/train-7-0\x1fp"] == 1000
