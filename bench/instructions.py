@@ -16,7 +16,12 @@ on the service, each app warmed with ``--warm`` calls), then for each app calls 
 again. The region between two dumps, of the main thread only, is that app's count; divided by
 ``--calls``, its instructions per call. Background threads (the tally and metrics flushers, the
 session head watch) run on timers and are left out: they do per-second work, not per-call work,
-and under valgrind's 50x slowdown they would fire 50x as often per call. ``PYTHONHASHSEED=0``.
+and under valgrind's 50x slowdown they would fire 50x as often per call. The per-call half of
+their work is counted, though: the metrics and the tally record a call by appending it to a list,
+and fold the list into tallies when their flushers take it; the child stretches both flush
+intervals to an hour and folds what waits (``metrics`` and the tally's ``take``) in the main
+thread before each region ends, so the fold is in the count and the store and prometheus writes
+(per flush, not per call) are not. ``PYTHONHASHSEED=0``.
 
 ``python -m bench.instructions [--calls N] [--warm N] [--cache-sim] [--nodes N] [--pods N]``
 """
@@ -42,10 +47,14 @@ def child(calls: int, warm: int, nodes: int, pods: int) -> None:
     from bench.inprocess import call, service_app
     from bench.scenarios import predicate_calls
 
+    from policy_extender import metrics
+
     bodies = Bodies(Cluster(ClusterSpec(nodes=nodes, pods_per_node=pods)))
     requests = predicate_calls(bodies)
+    metrics.FLUSH_SECONDS = 3600.0  # the flushers sleep through the regions (module docstring)
     with tempfile.TemporaryDirectory() as tmp:
         service = service_app(tmp)
+        service.service.tally.flush_seconds = 3600.0
         call(service, "/onSessionOpen", bodies.snapshot())
         apps = {"service": service, "handwritten-wsgi": handwritten.wsgi_app, "bare": bare_wsgi.app}
         for name in APPS:
@@ -53,11 +62,22 @@ def child(calls: int, warm: int, nodes: int, pods: int) -> None:
             for k in range(warm):
                 _, path, body = requests[k % len(requests)]
                 call(app, path, body)
+            fold_waiting(service.service)                      # the warm-up's calls, outside the region
             os.getppid()                                      # dump: the region starts
             for k in range(calls):
                 _, path, body = requests[k % len(requests)]
                 call(app, path, body)
+            fold_waiting(service.service)                      # the per-call half of the flushes
             os.getppid()                                      # dump: the region ends
+
+
+def fold_waiting(service) -> None:
+    """Fold the calls the metrics and the tally recorded but have not folded yet, in this
+    thread, as their flushers would (without the writes that follow a fold)."""
+    from policy_extender import metrics
+
+    metrics._pending.take()
+    service.tally.take()
 
 
 def _events(path: str) -> dict[str, int]:
