@@ -14,8 +14,8 @@ variable (tests, ``policy-extender serve`` in one process) it renders the in-pro
 
 Batching. Writing a multiprocess value takes a lock and an mmap write per value (about 9 us for
 one request's histograms and counters); the service instead calls :func:`note_request`, which
-appends the call, as one tuple, to this process's pending calls (no lock: ``list.append`` is
-atomic), and a flusher thread per process folds them into tallies (:func:`fold`, in C passes) and
+appends the call (a ``gc=False`` Struct, the service's own ``RequestRecord``) to this process's
+pending calls (no lock: ``list.append`` is atomic; nothing the garbage collector counts), and a flusher thread per process folds them into tallies (:func:`fold`, in C passes) and
 writes those into the prometheus values every ``FLUSH_SECONDS``, at :func:`flush` (``/metrics`` in
 this worker, the gunicorn ``worker_exit`` hook, interpreter exit), and whenever ``FOLD_AT`` calls
 wait. A scrape waits ``FLUSH_SECONDS`` first, so it sees every call answered before it began; a
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import bisect
+import operator
 import os
 import threading
 import time
@@ -38,6 +39,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any
+
+import msgspec
 
 from policy_extender import process
 from policy_extender.instance import METRICS_DIR
@@ -215,7 +218,7 @@ class _Pending:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.calls: list[tuple] = []  # (verb, status, seconds, body bytes, rule, outcome)
+        self.calls: list = []  # Call, or the service's RequestRecord (the same fields)
         self.fold_lock = threading.Lock()
         self.gaps: dict[tuple[str, str], int] = {}
         self.audits: dict[tuple[str, str], int] = {}
@@ -235,24 +238,42 @@ class _Pending:
         return requests, decisions, gaps, audits
 
 
-def fold(calls: list[tuple]) -> tuple[dict, dict]:
-    """``note_request``'s tuples -> ((verb, status) -> [calls, seconds sum, calls per latency
-    bucket, bytes sum, calls per body-size bucket], (verb, rule, outcome) -> decisions).
+class Call(msgspec.Struct, frozen=True, gc=False):
+    """One verb call as :func:`note_request` keeps it until a flush: built in C, and never tracked
+    by the garbage collector (``gc=False``: it holds only strings and numbers), so calls that wait
+    for the flusher add nothing that counts towards a collection. The service passes its own
+    ``RequestRecord`` (the same fields, also ``gc=False``) to :func:`note_call` instead."""
+
+    verb: str
+    status: int
+    decision: str       # the outcome counted in ``decisions``; "" counts none
+    rule: str
+    seconds: float
+    body_bytes: int
+
+
+_FIELDS = tuple(map(operator.attrgetter, ("verb", "status", "seconds", "body_bytes", "rule", "decision")))
+
+
+def fold(calls: list) -> tuple[dict, dict]:
+    """Calls (:class:`Call` or ``RequestRecord``) -> ((verb, status) -> [calls, seconds sum, calls
+    per latency bucket, bytes sum, calls per body-size bucket], (verb, rule, outcome) -> decisions).
 
     Every pass over the calls runs in C (``zip``, ``sorted``, ``compress``, ``sum``, ``Counter``),
     not a Python statement per call: a bucket's count is found by bisecting the sorted values at
     its bounds. Sums add in call order from zero, as one-by-one updates would."""
     if not calls:
         return {}, {}
-    verbs, statuses, seconds, sizes, rules, outcomes = zip(*calls)
+    # a column per field, each one tuple: no tuple per call (which would count towards a collection)
+    verbs, statuses, seconds, sizes, rules, outcomes = (tuple(map(field, calls)) for field in _FIELDS)
     n = len(calls)
     if verbs.count(verbs[0]) == n and statuses.count(statuses[0]) == n:  # the common case
         groups: list = [((verbs[0], statuses[0]), seconds, sizes)]
     else:
-        keys = list(zip(verbs, statuses))
         groups = []
-        for key in dict.fromkeys(keys):
-            mine = list(map(key.__eq__, keys))
+        for key in dict.fromkeys(zip(verbs, statuses)):  # a tuple per distinct key only
+            verb, status = key
+            mine = list(map(operator.and_, map(verb.__eq__, verbs), map(status.__eq__, statuses)))
             groups.append((key, tuple(compress(seconds, mine)), tuple(compress(sizes, mine))))
     requests = {key: [len(mine_seconds), sum(mine_seconds, 0.0), _per_bucket(mine_seconds, _LATENCY_BOUNDS),
                       sum(mine_sizes, 0.0), _per_bucket(mine_sizes, _BODY_BOUNDS)]
@@ -285,12 +306,24 @@ _pending = _Pending()
 def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
                  rule: str = "", outcome: str = "") -> None:
     """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring):
-    one tuple appended here, folded into tallies when the flusher takes them (:func:`fold`)."""
+    one :class:`Call` appended here, folded into tallies when the flusher takes them (:func:`fold`)."""
+    _note(Call(verb, status_code, outcome, rule, seconds, body_bytes))
+
+
+def note_call(record: Any) -> None:
+    """:func:`note_request` for a verb call's ``RequestRecord`` (``policy_extender.service``), kept
+    as it is: no allocation per call. The decision of a non-200 answer is not counted."""
+    if record.status != 200:
+        record = Call(record.verb, record.status, "", "", record.seconds, record.body_bytes)
+    _note(record)
+
+
+def _note(call: Any) -> None:
     pending = _pending
     if pending.flusher_pid != process.pid:
         _start_flusher()
     calls = pending.calls
-    calls.append((verb, status_code, seconds, body_bytes, rule, outcome))
+    calls.append(call)
     if len(calls) >= FOLD_AT:
         flush()
 

@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
+import msgspec
+
 from policy_extender import process
 from policy_extender.decide.names import PREDICATE, PRIORITIZE
 
@@ -78,9 +80,31 @@ DEFAULT_FLUSH_SECONDS = 1.0
 _FIT = SEP + "fit"
 _REJ = SEP + "rej" + SEP
 _SESSION_ID = operator.attrgetter("session_id")
-_RULE = operator.attrgetter("rule")
+_HEAD, _NAME = operator.attrgetter("head"), operator.attrgetter("name")
+_DECISION_RULE = operator.attrgetter("decision.rule")
 #: a TaskView's UID, straight from its decoded Struct (in C)
 _TASK_UID = operator.attrgetter("raw.UID")
+#: task names remembered by UID (about 150 bytes each)
+NAMES_KEPT = 65536
+
+
+class _Fit(msgspec.Struct, gc=False):
+    """A predicate call that fitted, until it is folded. ``gc=False``: kept calls add nothing the
+    garbage collector counts (the head is shared, the name a string)."""
+
+    head: Any
+    name: str
+
+
+class _Rejection(msgspec.Struct, gc=False):
+    """A predicate call that was rejected, until it is folded (``gc=False``, as ``_Fit``)."""
+
+    head: Any
+    name: str
+    decision: Any   # FilterDecision, itself gc=False
+    request_id: str
+
+
 #: predicate calls kept unfolded at most (the flusher folds them every ``flush_seconds``)
 FOLD_AT = 20000
 
@@ -160,10 +184,10 @@ class Tally:
         self.enabled = enabled
         self._lock = threading.Lock()
         self._pending: dict[str, CycleAggregate] = {}
-        #: predicate calls not yet folded into ``_pending``: (head, task) of a fitting node,
-        #: (head, task, decision, request id) of a rejection
-        self._fitted: list[tuple] = []
-        self._rejected: list[tuple] = []
+        #: predicate calls not yet folded into ``_pending``
+        self._fitted: list[_Fit] = []
+        self._rejected: list[_Rejection] = []
+        self._names: dict[str, str] = {}  # task UID -> object_name
         self._fold_lock = threading.Lock()
         self._flusher_pid: int | None = None
         self._flush_lock = threading.Lock()
@@ -198,60 +222,71 @@ class Tally:
             self.cycle(head)
 
     def record_predicate(self, head, task, decision, audits=(), request_id: str = "-") -> None:
-        """The hot path (one call per node per task): one tuple appended, no lock (``list.append``
-        is atomic). The flusher folds them into the cycle's aggregate (``_fold_predicates``), as
-        does a read of ``/why``; past ``FOLD_AT`` waiting calls, the calling thread does."""
+        """The hot path (one call per node per task): the task's name (from a cache by UID) and
+        one ``gc=False`` Struct appended, no lock (``list.append`` is atomic), nothing the
+        garbage collector counts. The flusher folds them into the cycle's aggregate
+        (``_fold_predicates``), as does a read of ``/why``; past ``FOLD_AT`` waiting calls, the
+        calling thread does."""
         if head is None or not self.enabled:
             return
         if self._flusher_pid != process.pid:
             self._start_flusher()
+        try:
+            uid = _TASK_UID(task)  # a TaskView's UID, read in C
+        except AttributeError:  # not a TaskView (tests, tools)
+            uid = ""
+        name = self._names.get(uid)
+        if name is None:
+            name = object_name(task)
+            if uid:
+                _keep_name(self._names, uid, name)
         if decision.fits:
             calls = self._fitted
-            calls.append((head, task))
+            calls.append(_Fit(head, name))
         else:
             calls = self._rejected
-            calls.append((head, task, decision, request_id))
+            calls.append(_Rejection(head, name, decision, request_id))
         if len(calls) >= FOLD_AT:
             self._fold_predicates()
         if audits:
             with self._lock:
-                _audits(self.cycle(head), f"task{SEP}{object_name(task)}{SEP}", audits, request_id)
+                _audits(self.cycle(head), f"task{SEP}{name}{SEP}", audits, request_id)
 
     def _fold_predicates(self) -> None:
         """Add the predicate calls recorded since the last fold to their cycles' aggregates: the
         same counts, first reasons (with their request ids) and drops as adding them one by one
         (which entries a full aggregate drops may differ), with the passes over the calls in C
-        (``zip``, ``map``, ``Counter``) and Python code once per task and outcome."""
+        (``map``, ``zip``, ``Counter``) and Python code once per task and outcome."""
         with self._fold_lock:
             fitted, rejected = _take_all(self._fitted), _take_all(self._rejected)
         if fitted:
-            for head, (tasks,) in _per_session(*zip(*fitted)):
-                identities, names = _identify(tasks)
+            for head, (names,) in _per_session(tuple(map(_HEAD, fitted)), tuple(map(_NAME, fitted))):
                 with self._lock:
                     c = self.cycle(head)
-                    for identity, count in Counter(identities).items():
-                        k = f"task{SEP}{names[identity]}{SEP}p"
+                    for name, count in Counter(names).items():
+                        k = f"task{SEP}{name}{SEP}p"
                         c.add_calls(k, count)
                         c.add_calls(k + _FIT, count)
         if rejected:
-            for head, (tasks, decisions, request_ids) in _per_session(*zip(*rejected)):
-                identities, names = _identify(tasks)
-                answers = list(zip(identities, map(_RULE, decisions)))
+            for head, (names, calls) in _per_session(tuple(map(_HEAD, rejected)), tuple(map(_NAME, rejected)),
+                                                     tuple(rejected)):
+                rules = tuple(map(_DECISION_RULE, calls))
                 examples = None
                 with self._lock:
                     c = self.cycle(head)
-                    for answer, count in Counter(answers).items():
-                        identity, rule = answer
-                        k = f"task{SEP}{names[identity]}{SEP}p"
+                    # Counter(zip(...)) keeps a tuple per distinct answer only: zip reuses the rest
+                    for answer, count in Counter(zip(names, rules)).items():
+                        name, rule = answer
+                        k = f"task{SEP}{name}{SEP}p"
                         c.add_calls(k, count)
                         k += _REJ + (rule or "")
                         c.add_calls(k, count)
                         if k in c.firsts:
                             continue
                         if examples is None:  # each answer's first call (dict keeps the last of reversed)
-                            examples = dict(zip(reversed(answers), zip(reversed(decisions), reversed(request_ids))))
-                        decision, request_id = examples[answer]
-                        c.first(k, decision.reason, request_id)
+                            examples = dict(zip(zip(reversed(names), reversed(rules)), reversed(calls)))
+                        first = examples[answer]
+                        c.first(k, first.decision.reason, first.request_id)
                         if k not in c.firsts:  # over the cap: each call would have counted a drop
                             c.dropped += count - 1
 
@@ -450,19 +485,12 @@ def _per_session(heads: tuple, *columns: tuple):
         yield head_of[session_id], tuple(tuple(compress(column, mine)) for column in columns)
 
 
-def _identify(tasks: tuple) -> tuple[list, dict]:
-    """A hashable identity per task and each identity's ``object_name``, computed once per task.
-
-    A TaskView's identity is its UID, read in C (Volcano's task id, the pod's UID: one per pod,
-    so one per ``NAMESPACE/NAME``); without a UID on every task of the batch (a body that is not
-    Volcano's, a test's objects), the identity is ``object_name`` itself."""
-    try:
-        identities = list(map(_TASK_UID, tasks))
-    except AttributeError:
-        identities = None
-    if identities is None or None in identities or "" in identities:
-        identities = list(map(object_name, tasks))
-    return identities, {identity: object_name(task) for identity, task in dict(zip(identities, tasks)).items()}
+def _keep_name(names: dict, uid: str, name: str) -> None:
+    """Remember a task's name by its UID (Volcano's task id, the pod's UID: one per pod, so one
+    per ``NAMESPACE/NAME``); bounded, emptied when full."""
+    if len(names) >= NAMES_KEPT:
+        names.clear()
+    names[uid] = name
 
 
 def _audits(c: CycleAggregate, prefix: str, audits, request_id: str) -> None:

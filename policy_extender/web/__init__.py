@@ -57,10 +57,7 @@ def _http_error(exc: HTTPException):
 
 
 def _observe(record: RequestRecord) -> None:
-    if record.status == 200:  # an answer: its decision counted too
-        metrics.note_request(record.verb, 200, record.seconds, record.body_bytes, record.rule, record.decision)
-    else:
-        metrics.note_request(record.verb, record.status, record.seconds, record.body_bytes)
+    metrics.note_call(record)  # an answer's decision counted too; the record kept as it is
 
 
 def _log_line(record: RequestRecord) -> None:

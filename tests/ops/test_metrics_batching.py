@@ -136,3 +136,79 @@ def test_unflushed_calls_stay_bounded_without_a_flusher(monkeypatch):
         longest = max(longest, len(metrics._pending.calls))
     assert longest < 50
     assert _requests_counted(fresh.registry) + len(metrics._pending.calls) == 1000
+
+
+def test_a_request_record_counts_as_note_request_does(monkeypatch):
+    """The service hands its RequestRecord over as it is: an answer's decision is counted, a
+    refusal's or failure's is not (as note_request without an outcome)."""
+    from policy_extender.service import RequestRecord
+
+    by_record, by_note = fresh_metrics(), fresh_metrics()
+    records = [RequestRecord("predicate", 200, "reject", "zone", 0.002, 137_000),
+               RequestRecord("predicate", 200, "", "", 0.0004, 136_000),
+               RequestRecord("jobEnqueueable", 200, "permit", "quota", 0.001, 3_000),
+               RequestRecord("predicate", 500, "error", "", 0.003, 1_000, "predicate failed: ..."),
+               RequestRecord("predicate", 500, "no_session", "", 0.001, 1_000)]
+    monkeypatch.setattr(metrics, "_metrics", by_record)
+    for record in records:
+        metrics.note_call(record)
+    metrics.flush()
+    monkeypatch.setattr(metrics, "_metrics", by_note)
+    for r in records:
+        if r.status == 200:
+            metrics.note_request(r.verb, 200, r.seconds, r.body_bytes, r.rule, r.decision)
+        else:
+            metrics.note_request(r.verb, r.status, r.seconds, r.body_bytes)
+    metrics.flush()
+    assert _without_created(generate_latest(by_record.registry)) == _without_created(generate_latest(by_note.registry))
+    assert 'outcome="error"' not in generate_latest(by_record.registry).decode()
+
+
+def test_calls_waiting_for_the_flusher_add_nothing_the_garbage_collector_counts(monkeypatch):
+    """A predicate path that leaves no tracked object behind runs no collection under load (see
+    BENCHMARKS.md, the latency tail); the calls kept until a flush are gc=False Structs."""
+    import gc
+
+    from policy_extender.service import RequestRecord
+
+    monkeypatch.setattr(metrics, "_metrics", fresh_metrics())
+    monkeypatch.setattr(metrics._pending, "flusher_pid", metrics.process.pid)  # no flusher thread
+    metrics.flush()
+    records = [RequestRecord("predicate", 200, "reject", "zone", 0.001 * i, 137_000) for i in range(2000)]
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        for i, record in enumerate(records):
+            metrics.note_call(record)
+            metrics.note_request("predicate", 200, 0.001, 137_000, "zone", "reject")
+        grown = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    assert len(metrics._pending.calls) == 4000
+    assert grown < 10, grown
+    metrics.flush()
+
+
+def test_folding_many_calls_runs_no_collection(monkeypatch):
+    """The fold makes a column per field, not a tuple per call: 5,000 calls folded at once never
+    reach the collector's threshold (700 tracked objects), so a flush does not start one."""
+    import gc
+
+    from policy_extender.service import RequestRecord
+
+    monkeypatch.setattr(metrics, "_metrics", fresh_metrics())
+    monkeypatch.setattr(metrics._pending, "flusher_pid", metrics.process.pid)  # no flusher thread
+    metrics.flush()
+    verbs = ("predicate", "prioritize", "jobEnqueueable")
+    for i in range(5000):
+        metrics.note_call(RequestRecord(verbs[i % 3], 200 if i % 7 else 500, "reject" if i % 2 else "",
+                                        f"rule{i % 5}", 0.0001 * i, 1000 + i))
+    started = []
+    gc.collect()
+    gc.callbacks.append(collected := lambda phase, info: started.append(phase) if phase == "start" else None)
+    try:
+        requests, decisions, _, _ = metrics._pending.take()
+    finally:
+        gc.callbacks.remove(collected)
+    assert sum(tally[0] for tally in requests.values()) == 5000 and decisions
+    assert started == []

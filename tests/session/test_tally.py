@@ -9,6 +9,8 @@ import logging
 import threading
 from types import SimpleNamespace
 
+import pytest
+
 from policy_extender.decide.decisions import BoolDecision, FilterDecision, StatusDecision
 from policy_extender.session.sqlite import SqliteStore
 from policy_extender.session.tally import Tally
@@ -142,11 +144,15 @@ def test_a_predicate_is_tallied_under_the_tasks_object_name():
                           key("task", object_name(view), "p") + SEP + "fit": 1}, (namespace, name, uid)
 
 
-def test_a_batch_of_real_task_views_is_tallied_per_task():
+@pytest.mark.parametrize("names_kept", [65536, 2])  # 2: the name cache is emptied as it goes
+def test_a_batch_of_real_task_views_is_tallied_per_task(monkeypatch, names_kept):
     """The fold groups TaskViews by UID (read in C) and names each group once: several tasks in
     one batch, each decoded again per call, keep their own counts and first reasons (objects
     that are not TaskViews are grouped by their names: the other tests here)."""
     import json
+
+    from policy_extender.session import tally as tally_module
+    monkeypatch.setattr(tally_module, "NAMES_KEPT", names_kept)
 
     from policy_extender.session.tally import SEP, key
     from policy_extender.wire import decode
@@ -258,3 +264,53 @@ def test_unfolded_predicate_calls_stay_bounded_without_a_flusher(monkeypatch):
         longest = max(longest, len(tally._rejected))
     assert longest < 64
     assert tally.take()["c1"].counts["task\x1fml/train-7-0\x1fp"] == 1000
+
+
+def test_predicate_calls_waiting_for_a_fold_add_nothing_the_garbage_collector_counts():
+    """The predicate path leaves no tracked object behind, so under load no collection runs
+    (BENCHMARKS.md, the latency tail): the calls kept until a fold are gc=False Structs holding
+    the shared head, a cached name, the (gc=False) decision and the request id."""
+    import gc
+    import json
+
+    from policy_extender.wire import decode
+    from tests.lang.harness import NODE, TASK as WIRE_TASK, merged
+
+    views = [decode.decode_predicate(json.dumps({"task": merged(WIRE_TASK, {"Name": f"t{i}", "UID": f"u{i}"}),
+                                                 "node": merged(NODE, {})}).encode()).task for i in range(4)]
+    decisions = [FilterDecision(True), REJECT]
+    tally = Tally(BlockedStore(), flush_seconds=3600)
+    tally.record_predicate(HEAD, views[0], REJECT)  # its flusher started, outside the count
+    for view in views:
+        tally.record_predicate(HEAD, view, REJECT, (), "r")  # names cached
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        for i in range(4000):
+            tally.record_predicate(HEAD, views[i % 4], decisions[i % 2], (), "r")
+        grown = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    assert len(tally._fitted) + len(tally._rejected) == 4005
+    assert grown < 10, grown
+
+
+def test_folding_many_predicate_calls_runs_no_collection():
+    """Counter(zip(...)) keeps a tuple per distinct answer only, so folding 5,000 calls (a few
+    tasks and rules) makes far fewer tracked objects than the collector's threshold."""
+    import gc
+
+    tally = Tally(BlockedStore(), flush_seconds=3600)
+    rules = [FilterDecision(True)] + [FilterDecision(False, 2, f"reason {r}", f"rule{r}") for r in range(4)]
+    tasks = [SimpleNamespace(namespace="ml", name=f"t{t}") for t in range(6)]
+    for i in range(5000):
+        tally.record_predicate(HEAD, tasks[i % 6], rules[i % 5], (), f"r{i}")
+    started = []
+    gc.collect()
+    gc.callbacks.append(collected := lambda phase, info: started.append(phase) if phase == "start" else None)
+    try:
+        counts = tally.take()["c1"].counts
+    finally:
+        gc.callbacks.remove(collected)
+    assert sum(n for k, n in counts.items() if k.endswith("\x1fp")) == 5000
+    assert started == []
