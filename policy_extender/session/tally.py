@@ -134,7 +134,9 @@ class CycleAggregate:
     def size(self) -> int:
         return len(self.counts) + len(self.firsts) + len(self.lasts)
 
-    def add(self, k: str, n: int = 1) -> None:
+    def add(self, k: str, n: int = 1, drops: int = 1) -> None:
+        """Add ``n`` to ``k``'s count; ``drops`` counted when the key does not fit (a fold adds
+        ``n`` calls at once: ``n`` drops, as adding them one by one would)."""
         counts = self.counts
         found = counts.get(k)
         if found is not None:
@@ -142,7 +144,7 @@ class CycleAggregate:
         elif self.size() < self.cap:
             counts[k] = n
         else:
-            self.dropped += 1
+            self.dropped += drops
 
     def first(self, k: str, note: str, request_id: str = "-") -> None:
         if k not in self.firsts:
@@ -150,17 +152,6 @@ class CycleAggregate:
                 self.firsts[k] = (note[:NOTE_CHARS], request_id)
             else:
                 self.dropped += 1
-
-    def add_calls(self, k: str, n: int) -> None:
-        """``add(k)`` ``n`` times over: ``n`` drops when the key does not fit."""
-        counts = self.counts
-        found = counts.get(k)
-        if found is not None:
-            counts[k] = found + n
-        elif self.size() < self.cap:
-            counts[k] = n
-        else:
-            self.dropped += n
 
     def last(self, k: str, note: str) -> None:
         if k in self.lasts or self.size() < self.cap:
@@ -265,8 +256,8 @@ class Tally:
                     c = self.cycle(head)
                     for name, count in Counter(names).items():
                         k = f"task{SEP}{name}{SEP}p"
-                        c.add_calls(k, count)
-                        c.add_calls(k + _FIT, count)
+                        c.add(k, count, count)
+                        c.add(k + _FIT, count, count)
         if rejected:
             for head, (names, calls) in _per_session(tuple(map(_HEAD, rejected)), tuple(map(_NAME, rejected)),
                                                      tuple(rejected)):
@@ -278,9 +269,9 @@ class Tally:
                     for answer, count in Counter(zip(names, rules)).items():
                         name, rule = answer
                         k = f"task{SEP}{name}{SEP}p"
-                        c.add_calls(k, count)
+                        c.add(k, count, count)
                         k += _REJ + (rule or "")
-                        c.add_calls(k, count)
+                        c.add(k, count, count)
                         if k in c.firsts:
                             continue
                         if examples is None:  # each answer's first call (dict keeps the last of reversed)
