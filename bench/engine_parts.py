@@ -24,6 +24,7 @@ from bench import handwritten
 from bench.generate import Bodies, Cluster, ClusterSpec
 from bench.inprocess import call, service_app
 from bench.scenarios import predicate_calls
+from policy_extender.service import RequestRecord
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         policy_set, env = handlers.policy_and_env(service, "predicate")
         request = verb.decode(body, policy_set.reads, env)
         decision = policy_set.predicate(request.task, request.node, env)
+        record = RequestRecord("predicate", 200, "", "", 0.0001, len(body))  # what the dispatch reports
         hand = handwritten.READS
         parts = {
             "whole call: service": lambda: call(app, "/predicate", body),
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
             "job-in-snapshot check": lambda: handlers.check_job_in_snapshot(service, "predicate", policy_set, env,
                                                                            request.task),
             "decision tally": lambda: service.tally.record_predicate(env.head, request.task, decision, (), "-"),
-            "metrics": lambda: metrics.note_request("predicate", 200, 0.0001, len(body)),
+            "metrics": lambda: metrics.note_call(record),
             "request id": logs.new_request_id,
             "handler (all of the above but the HTTP layer)": lambda: handlers.HANDLERS["predicate"](service, body),
         }

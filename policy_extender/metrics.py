@@ -13,12 +13,13 @@ any worker forks) sets the directory first, and every worker then writes its own
 variable (tests, ``policy-extender serve`` in one process) it renders the in-process registry.
 
 Batching. Writing a multiprocess value takes a lock and an mmap write per value (about 9 us for
-one request's histograms and counters); the service instead calls :func:`note_request`, which
-appends the call (a ``gc=False`` Struct, the service's own ``RequestRecord``) to this process's
-pending calls (no lock: ``list.append`` is atomic; nothing the garbage collector counts), and a flusher thread per process folds them into tallies (:func:`fold`, in C passes) and
-writes those into the prometheus values every ``FLUSH_SECONDS``, at :func:`flush` (``/metrics`` in
-this worker, the gunicorn ``worker_exit`` hook, interpreter exit), and whenever ``FOLD_AT`` calls
-wait. A scrape waits ``FLUSH_SECONDS`` first, so it sees every call answered before it began; a
+one request's histograms and counters); the service instead calls :func:`note_call` with its
+``RequestRecord`` (:func:`note_request` builds a :class:`Call`), which appends it to this
+process's pending calls (no lock: ``list.append`` is atomic; both are ``gc=False`` Structs, which
+the garbage collector does not count), and a flusher thread per process folds them into tallies
+(:func:`fold`, in C passes) and writes those into the prometheus values every ``FLUSH_SECONDS``,
+at :func:`flush` (``/metrics`` in this worker, the gunicorn ``worker_exit`` hook, interpreter
+exit), and whenever ``FOLD_AT`` calls wait. A scrape waits ``FLUSH_SECONDS`` first, so it sees every call answered before it began; a
 SIGKILLed worker loses at most the last ``FLUSH_SECONDS`` of its counts (its earlier counts stay).
 :func:`observe_request` and :func:`count_decision` still write at once.
 
@@ -37,7 +38,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import compress
 from typing import Any
 
 import msgspec
@@ -213,7 +214,7 @@ _BODY_BOUNDS = (*BODY_BUCKETS, float("inf"))
 
 
 class _Pending:
-    """This process's calls not yet written: ``calls``, one tuple per verb call, appended without
+    """This process's calls not yet written: ``calls``, one record per verb call, appended without
     a lock (``list.append`` is atomic); gaps and audits -> count."""
 
     def __init__(self) -> None:
@@ -227,15 +228,22 @@ class _Pending:
     def take(self) -> tuple[dict, dict, dict, dict]:
         """(verb, status) -> tallies, (verb, rule, outcome) -> decisions, gaps, audits; emptied."""
         with self.fold_lock:
-            calls = self.calls
-            n = len(calls)
-            batch = calls[:n]   # one C call each: a call appended meanwhile lands after index n
-            del calls[:n]       # and stays for the next take
+            batch = take_all(self.calls)
         with self.lock:
             gaps, audits = self.gaps, self.audits
             self.gaps, self.audits = {}, {}
         requests, decisions = fold(batch)
         return requests, decisions, gaps, audits
+
+
+def take_all(items: list) -> list:
+    """Every item of a list that other threads append to without a lock, removed: a slice and a
+    ``del`` of the same length, one C call each, so an item appended meanwhile lands after them
+    and stays for the next take (the session tally takes its predicate calls the same way)."""
+    n = len(items)
+    taken = items[:n]
+    del items[:n]
+    return taken
 
 
 class Call(msgspec.Struct, frozen=True, gc=False):

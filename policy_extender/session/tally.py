@@ -5,9 +5,9 @@ replica, so the tally lives in the shared session store, merged additively: each
 own calls to an in-memory aggregate (a dict update under one lock, never a store call; a
 predicate call, the most frequent by far, is only appended to a list, and folded into the
 aggregate in batches), and a flusher thread per process adds that aggregate to the store every
-``flush_seconds`` (``tally_flush_seconds``) and at exit. A verb never waits for the store; when the store fails,
-the flush is dropped (logged, counted): tally data is lost, never a decision. Calls answered
-without a session are not tallied.
+``flush_seconds`` (``tally_flush_seconds``) and at exit. A verb never waits for the store; when
+the store fails, the flush is dropped (logged, counted): tally data is lost, never a decision.
+Calls answered without a session are not tallied.
 
 Entries. Every entry is a key ``<kind>\\x1f<object>\\x1f<path>`` (kind ``task``, ``job`` or
 ``queue``; the object ``NAMESPACE/NAME``, a queue ``NAME``) with a count, added across workers,
@@ -59,6 +59,7 @@ import msgspec
 
 from policy_extender import process
 from policy_extender.decide.names import PREDICATE, PRIORITIZE
+from policy_extender.metrics import take_all
 
 log = logging.getLogger("policy_extender.why")
 
@@ -249,7 +250,7 @@ class Tally:
         (which entries a full aggregate drops may differ), with the passes over the calls in C
         (``map``, ``zip``, ``Counter``) and Python code once per task and outcome."""
         with self._fold_lock:
-            fitted, rejected = _take_all(self._fitted), _take_all(self._rejected)
+            fitted, rejected = take_all(self._fitted), take_all(self._rejected)
         if fitted:
             for head, (names,) in _per_session(tuple(map(_HEAD, fitted)), tuple(map(_NAME, fitted))):
                 with self._lock:
@@ -453,15 +454,6 @@ def _relative(entries: dict, prefix: str) -> dict:
 
 
 _LOGGED_KINDS = tuple(kind + SEP for kind in ("job", "queue"))
-
-
-def _take_all(calls: list) -> list:
-    """Every item of ``calls``, removed: one C call each, so an item appended meanwhile by another
-    thread lands after the slice and stays for the next take."""
-    n = len(calls)
-    taken = calls[:n]
-    del calls[:n]
-    return taken
 
 
 def _per_session(heads: tuple, *columns: tuple):
