@@ -92,6 +92,9 @@ class SessionCache:
         #: compares two identities instead of three fields (``_is_fresh``)
         self._fresh: tuple[Any, Any] = (None, None)
         self._last = threading.local()
+        #: whether env() keeps the head it read for :meth:`last_head` (a thread-local write, 0.8k
+        #: instructions a call): from the first :meth:`forget_last_head` on, i.e. when recording
+        self._remember_heads = False
         self._watch = watch_for(store)
         self.counts = CacheCounts()
 
@@ -99,7 +102,8 @@ class SessionCache:
         """The env of the current session, or the no-session env. ``env.head`` names the session
         and its pinned policy version. Raises SessionLost (see the module docstring)."""
         head = self._watch.head() if self._watch is not None else self.store.head()
-        self._last.head = head
+        if self._remember_heads:
+            self._last.head = head
         cached = self._cached
         if head is None:
             if cached is None:
@@ -117,7 +121,9 @@ class SessionCache:
             return self._refresh(head)
 
     def forget_last_head(self) -> None:
-        """Start a call: :meth:`last_head` says NOT_READ until this thread's next :meth:`env`."""
+        """Start a call: :meth:`last_head` says NOT_READ until this thread's next :meth:`env`
+        (which, from now on, keeps the head it reads for :meth:`last_head`)."""
+        self._remember_heads = True
         self._last.head = NOT_READ
 
     def last_head(self) -> Head | None | object:

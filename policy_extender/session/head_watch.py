@@ -62,32 +62,51 @@ class HeadWatch:
         self._mapped_for: tuple[int, int] | None = None  # (pid, store generation) of the map
         self._next_check = 0.0
         self._map: mmap.mmap | None = None
-        self._seen: tuple[bytes, Any, float] | None = None  # (header, head, expires_at)
+        #: (header, head, expires_at, valid_from, valid_until, pid, generation, map): the last
+        #: answer, given again while the map's header still equals ``header``, ``time.time()`` is
+        #: in [valid_from, valid_until) (up to the session's expiry or the next file check), and
+        #: neither the process (a fork) nor the store's file (its generation) changed
+        self._seen: tuple | None = None
         self.queries = 0
 
     def head(self) -> Any:
-        if time.monotonic() >= self._next_check:
-            self.store.check_file()
-            self._next_check = time.monotonic() + CHECK_SECONDS
-        header = self._header()
         seen = self._seen
-        if header is not None and seen is not None and seen[0] == header and (
-                seen[1] is None or time.time() < seen[2]):
-            return seen[1]
-        return self._query(header)
+        if seen is not None:  # one clock read and one 48-byte compare, on nearly every call
+            now = time.time()
+            # ``is``: process.pid and store.generation are replaced by other int objects when they
+            # change (a fork, a replaced file), and stay the same objects while they do not
+            if (seen[3] <= now < seen[4] and seen[5] is process.pid and seen[6] is self.store.generation
+                    and seen[7][:HEADER_BYTES] == seen[0]):
+                return seen[1]
+        return self._head_slow()
 
-    def _query(self, header: bytes | None) -> Any:
-        self.queries += 1
-        head = self.store.head()
-        if header is not None:  # read before the query: a commit in between shows as a change
-            expires_at = head.opened_at + self.store.ttl_seconds if head is not None else 0.0
-            self._seen = (header, head, expires_at)
+    def _head_slow(self) -> Any:
+        """The file check when due, then the header: unchanged, the last head is given again
+        (until the session expires); changed, or a new map, the store is queried."""
+        mono = time.monotonic()
+        if mono >= self._next_check:
+            self.store.check_file()
+            mono = time.monotonic()
+            self._next_check = mono + CHECK_SECONDS
+        pid, generation = process.pid, self.store.generation  # read before the map: never newer than it
+        if self._mapped_for != (pid, generation):
+            self._map_shm()
+        mapped = self._map
+        if mapped is None:
+            return self._query()
+        header, now, seen = mapped[:HEADER_BYTES], time.time(), self._seen
+        if seen is not None and seen[7] is mapped and seen[0] == header and now < seen[2]:
+            head, expires_at = seen[1], seen[2]
+        else:
+            head = self._query()  # the header was read first: a commit in between shows as a change
+            expires_at = head.opened_at + self.store.ttl_seconds if head is not None else float("inf")
+        self._seen = (header, head, expires_at, now, min(expires_at, now + (self._next_check - mono)),
+                      pid, generation, mapped)
         return head
 
-    def _header(self) -> bytes | None:
-        if self._mapped_for != (process.pid, self.store.generation):
-            self._map_shm()
-        return self._map[:HEADER_BYTES] if self._map is not None else None
+    def _query(self) -> Any:
+        self.queries += 1
+        return self.store.head()
 
     def _map_shm(self) -> None:
         """Map the -shm file's first page, after a query that makes this process hold it open."""
