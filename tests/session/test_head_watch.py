@@ -4,6 +4,7 @@ checked against a writer in another process on the same file, and against the pl
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 
 import pytest
@@ -74,6 +75,47 @@ def test_unchanged_database_is_not_queried_again(other_process):
     queries = watch.queries
     assert all(watch.head() is first for _ in range(500))
     assert watch.queries == queries
+
+
+def test_a_move_to_a_replaced_file_is_seen_at_once(tmp_path):
+    """A write that finds the path naming another file moves the store there (its generation
+    changes); the very next head() reads the new file, not the answer kept from the old one."""
+    path = str(tmp_path / "s.sqlite3")
+    store = SqliteStore(path)
+    watch = HeadWatch(store)
+    first = store.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"})
+    assert watch.head().session_id == first and watch.head().session_id == first  # kept
+    other = str(tmp_path / "other.sqlite3")
+    SqliteStore(other).head()
+    for suffix in ("", "-wal", "-shm"):  # a volume remounted: the path names another file
+        if os.path.exists(other + suffix):
+            os.replace(other + suffix, path + suffix)
+    opened = store.open(SNAPSHOT, "v2", {"a.policy": "filter a: true\n"})  # noticed by this write
+    assert store.replacements == 1
+    assert watch.head().session_id == opened
+
+
+def test_a_forked_child_queries_before_it_answers_from_the_header(tmp_path):
+    """A forked worker inherits the watch and its map, but not its parent's locks: its first
+    head() queries (so its own connection holds the file open) before it trusts the header."""
+    store = SqliteStore(str(tmp_path / "s.sqlite3"))
+    watch = HeadWatch(store)
+    opened = store.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"})
+    assert watch.head().session_id == opened
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            before = watch.queries
+            same = watch.head().session_id == opened
+            os.write(write, f"{same} {watch.queries - before}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        answer = pipe.read()
+    os.waitpid(child, 0)
+    assert answer == "True 1"
 
 
 def test_a_session_expires_without_any_commit(other_process):
