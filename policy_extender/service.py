@@ -72,6 +72,8 @@ class Service:
         self.finished: list[RequestFinished] = []
         #: calls without a session, per cycle (decide/session_gaps.py); None outside a served app
         self.session_gaps: Any = None
+        #: (policy set, env) of the last call with a session (decide.handlers.policy_and_env)
+        self.decided_with: tuple[Any, Any] = (None, None)
         self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
         self.tally = _tally(config, self.sessions)  # this worker's side of GET /why
 

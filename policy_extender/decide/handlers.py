@@ -58,8 +58,14 @@ def policy_and_env(service: Service, kind: str) -> tuple[Any, Any]:
     """The policy set and Env of this call: one head() read, one policy version per cycle.
 
     A call with no session open is counted and logged (decide/session_gaps.py); with
-    ``require_session`` it is answered 500 when the set's ``kind`` rules read session data."""
+    ``require_session`` it is answered 500 when the set's ``kind`` rules read session data.
+    With a session, the pair is kept (``service.decided_with``) and given again while the
+    session cache answers the same env: the same head, so the same session (already noted in
+    the gaps) and the same pinned version, whose set is the same."""
     env = service.session_cache.env()
+    kept = service.decided_with
+    if kept[1] is env:
+        return kept
     head = getattr(env, "head", None)
     gaps = service.session_gaps
     if head is None:
@@ -73,19 +79,22 @@ def policy_and_env(service: Service, kind: str) -> tuple[Any, Any]:
         return policy_set, env
     if gaps is not None and gaps.last_session_id != head.session_id:
         gaps.saw_session(head.session_id)
-    return service.policies.pinned(head.policy_version, service.sessions.policy_sources), env
+    kept = service.policies.pinned(head.policy_version, service.sessions.policy_sources), env
+    service.decided_with = kept
+    return kept
 
 
 def check_job_in_snapshot(service: Service, kind: str, policy_set: Any, env: Any, task: Any) -> None:
     """Count (and with ``require_session`` refuse) a task whose job the open snapshot lacks."""
-    head = getattr(env, "head", None)
-    if head is None:
-        return
-    job_uid = task.job_id
-    if env.job(job_uid) is not None:
-        return
+    if getattr(env, "head", None) is not None and env.job(task.job_id) is None:
+        job_not_in_snapshot(service, kind, policy_set, env, task.job_id)
+
+
+def job_not_in_snapshot(service: Service, kind: str, policy_set: Any, env: Any, job_uid: str) -> None:
+    """The task's job is not in the open session's snapshot: counted, and refused with
+    ``require_session`` when the set's ``kind`` rules read session data."""
     if service.session_gaps is not None:
-        service.session_gaps.job_not_in_snapshot(kind, head.session_id, job_uid)
+        service.session_gaps.job_not_in_snapshot(kind, env.head.session_id, job_uid)
     if service.config.require_session and kind in policy_set.session_verbs:
         raise SessionRequired(kind, f"the task's job {job_uid or '(none)'} is not in the open "
                               "session's snapshot (see docs/operations.md, \"Calls without a session\")")
@@ -108,12 +117,15 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
     """The handler of a deciding verb: one head read, the pinned set, a pruned decode, decide,
     encode the Go response type."""
     after = observe.AFTER[verb.name]  # audit, metric, tally: this verb's step, looked up once
+    subject = verb.subject
 
     def decide(service: Service, body: bytes) -> Reply:
         policy_set, env = policy_and_env(service, verb.name)
         request = verb.decode(body, policy_set.reads, env)
-        if verb.subject is not None:
-            check_job_in_snapshot(service, verb.name, policy_set, env, verb.subject(request))
+        if subject is not None and getattr(env, "head", None) is not None:  # check_job_in_snapshot, inlined
+            job_uid = subject(request).job_id
+            if env.job(job_uid) is None:
+                job_not_in_snapshot(service, verb.name, policy_set, env, job_uid)
         decision = verb.decide(policy_set, request, env)
         outcome = verb.outcome(decision)
         after(service, verb.name, policy_set, env, request, decision, outcome)
