@@ -14,10 +14,11 @@ variable (tests, ``policy-extender serve`` in one process) it renders the in-pro
 
 Batching. Writing a multiprocess value takes a lock and an mmap write per value (about 9 us for
 one request's histograms and counters); the service instead calls :func:`note_call` with its
-``RequestRecord`` (:func:`note_request` builds a :class:`Call`), which appends it to this
-process's pending calls (no lock: ``list.append`` is atomic; both are ``gc=False`` Structs, which
-the garbage collector does not count), and a flusher thread per process folds them into tallies
-(:func:`fold`, in C passes) and writes those into the prometheus values every ``FLUSH_SECONDS``,
+``RequestRecord`` (or :func:`note_request` with the values), which adds the call's six values to
+this process's flat list of pending calls (no lock: ``list.extend`` with a tuple is atomic; strings
+and numbers, which the garbage collector does not track), and a flusher thread per process folds
+them into tallies (:func:`fold`, in C passes over one slice per field) and writes those into the
+prometheus values every ``FLUSH_SECONDS``,
 at :func:`flush` (``/metrics`` in this worker, the gunicorn ``worker_exit`` hook, interpreter
 exit), and whenever ``FOLD_AT`` calls wait. A scrape waits ``FLUSH_SECONDS`` first, so it sees every call answered before it began; a
 SIGKILLed worker loses at most the last ``FLUSH_SECONDS`` of its counts (its earlier counts stay).
@@ -41,7 +42,6 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-import msgspec
 
 from policy_extender import process
 from policy_extender.instance import METRICS_DIR
@@ -214,16 +214,20 @@ _BODY_BOUNDS = (*BODY_BUCKETS, float("inf"))
 
 
 class _Pending:
-    """This process's calls not yet written: ``calls``, one record per verb call, appended without
-    a lock (``list.append`` is atomic); gaps and audits -> count."""
+    """This process's calls not yet written: ``calls``, a flat list of ``FIELDS`` values per verb
+    call, extended without a lock (``list.extend`` with a tuple is atomic); gaps and audits -> count."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.calls: list = []  # Call, or the service's RequestRecord (the same fields)
+        self.calls: list = []  # verb, status, seconds, body_bytes, rule, decision; verb, ...
         self.fold_lock = threading.Lock()
         self.gaps: dict[tuple[str, str], int] = {}
         self.audits: dict[tuple[str, str], int] = {}
         self.flusher_pid: int | None = None
+
+    def waiting(self) -> int:
+        """How many calls wait for the next fold."""
+        return len(self.calls) // FIELDS
 
     def take(self) -> tuple[dict, dict, dict, dict]:
         """(verb, status) -> tallies, (verb, rule, outcome) -> decisions, gaps, audits; emptied."""
@@ -237,44 +241,33 @@ class _Pending:
 
 
 def take_all(items: list) -> list:
-    """Every item of a list that other threads append to without a lock, removed: a slice and a
-    ``del`` of the same length, one C call each, so an item appended meanwhile lands after them
-    and stays for the next take (the session tally takes its predicate calls the same way)."""
+    """Every item of a list that other threads append to (or extend) without a lock, removed: a
+    slice and a ``del`` of the same length, one C call each, so what is added meanwhile lands
+    after them and stays for the next take (the session tally takes its calls the same way)."""
     n = len(items)
     taken = items[:n]
     del items[:n]
     return taken
 
 
-class Call(msgspec.Struct, frozen=True, gc=False):
-    """One verb call as :func:`note_request` keeps it until a flush: built in C, and never tracked
-    by the garbage collector (``gc=False``: it holds only strings and numbers), so calls that wait
-    for the flusher add nothing that counts towards a collection. The service passes its own
-    ``RequestRecord`` (the same fields, also ``gc=False``) to :func:`note_call` instead."""
-
-    verb: str
-    status: int
-    decision: str       # the outcome counted in ``decisions``; "" counts none
-    rule: str
-    seconds: float
-    body_bytes: int
-
-
-_FIELDS = tuple(map(operator.attrgetter, ("verb", "status", "seconds", "body_bytes", "rule", "decision")))
+#: values kept per call in ``_Pending.calls``: verb, status, seconds, body_bytes, rule, decision
+FIELDS = 6
 
 
 def fold(calls: list) -> tuple[dict, dict]:
-    """Calls (:class:`Call` or ``RequestRecord``) -> ((verb, status) -> [calls, seconds sum, calls
-    per latency bucket, bytes sum, calls per body-size bucket], (verb, rule, outcome) -> decisions).
+    """Calls, ``FIELDS`` values each in one flat list (verb, status, seconds, body_bytes, rule,
+    decision; a decision of "" counts none) -> ((verb, status) -> [calls, seconds sum, calls per
+    latency bucket, bytes sum, calls per body-size bucket], (verb, rule, outcome) -> decisions).
 
-    Every pass over the calls runs in C (``zip``, ``sorted``, ``compress``, ``sum``, ``Counter``),
-    not a Python statement per call: a bucket's count is found by bisecting the sorted values at
-    its bounds. Sums add in call order from zero, as one-by-one updates would."""
+    Every pass over the calls runs in C: a column is a slice with a step (``calls[0::6]``), no
+    attribute read per call; then ``sorted``, ``compress``, ``sum``, ``Counter``; a bucket's count
+    is found by bisecting the sorted values at its bounds. Sums add in call order from zero, as
+    one-by-one updates would. The flat list holds only strings and numbers, which the garbage
+    collector does not track, and the columns are six lists: a fold never starts a collection."""
     if not calls:
         return {}, {}
-    # a column per field, each one tuple: no tuple per call (which would count towards a collection)
-    verbs, statuses, seconds, sizes, rules, outcomes = (tuple(map(field, calls)) for field in _FIELDS)
-    n = len(calls)
+    verbs, statuses, seconds, sizes, rules, outcomes = (calls[i::FIELDS] for i in range(FIELDS))
+    n = len(verbs)
     if verbs.count(verbs[0]) == n and statuses.count(statuses[0]) == n:  # the common case
         groups: list = [((verbs[0], statuses[0]), seconds, sizes)]
     else:
@@ -282,7 +275,7 @@ def fold(calls: list) -> tuple[dict, dict]:
         for key in dict.fromkeys(zip(verbs, statuses)):  # a tuple per distinct key only
             verb, status = key
             mine = list(map(operator.and_, map(verb.__eq__, verbs), map(status.__eq__, statuses)))
-            groups.append((key, tuple(compress(seconds, mine)), tuple(compress(sizes, mine))))
+            groups.append((key, list(compress(seconds, mine)), list(compress(sizes, mine))))
     requests = {key: [len(mine_seconds), sum(mine_seconds, 0.0), _per_bucket(mine_seconds, _LATENCY_BOUNDS),
                       sum(mine_sizes, 0.0), _per_bucket(mine_sizes, _BODY_BOUNDS)]
                 for key, mine_seconds, mine_sizes in groups}
@@ -314,25 +307,34 @@ _pending = _Pending()
 def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
                  rule: str = "", outcome: str = "") -> None:
     """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring):
-    one :class:`Call` appended here, folded into tallies when the flusher takes them (:func:`fold`)."""
-    _note(Call(verb, status_code, outcome, rule, seconds, body_bytes))
+    the call's values added to the pending list here, folded into tallies when the flusher takes
+    them (:func:`fold`)."""
+    _note((verb, status_code, seconds, body_bytes, rule, outcome))
 
 
 def note_call(record: Any) -> None:
-    """:func:`note_request` for a verb call's ``RequestRecord`` (``policy_extender.service``), kept
-    as it is: no allocation per call. The decision of a non-200 answer is not counted."""
-    if record.status != 200:
-        record = Call(record.verb, record.status, "", "", record.seconds, record.body_bytes)
-    _note(record)
+    """:func:`note_request` for a verb call's ``RequestRecord`` (``policy_extender.service``). The
+    decision of a non-200 answer is not counted. Inlines ``_note``: this runs on every verb call."""
+    if record.status == 200:
+        values = (record.verb, 200, record.seconds, record.body_bytes, record.rule, record.decision)
+    else:
+        values = (record.verb, record.status, record.seconds, record.body_bytes, "", "")
+    pending = _pending
+    if pending.flusher_pid is not process.pid:  # another int object only after a fork
+        _start_flusher()
+    calls = pending.calls
+    calls.extend(values)  # one atomic extend: a take never splits a call
+    if len(calls) >= FOLD_AT * FIELDS:
+        flush()
 
 
-def _note(call: Any) -> None:
+def _note(values: tuple) -> None:
     pending = _pending
     if pending.flusher_pid != process.pid:
         _start_flusher()
     calls = pending.calls
-    calls.append(call)
-    if len(calls) >= FOLD_AT:
+    calls.extend(values)
+    if len(calls) >= FOLD_AT * FIELDS:
         flush()
 
 
