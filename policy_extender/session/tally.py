@@ -55,7 +55,6 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-import msgspec
 
 from policy_extender import process
 from policy_extender.decide.names import PREDICATE, PRIORITIZE
@@ -81,29 +80,14 @@ DEFAULT_FLUSH_SECONDS = 1.0
 _FIT = SEP + "fit"
 _REJ = SEP + "rej" + SEP
 _SESSION_ID = operator.attrgetter("session_id")
-_HEAD, _NAME = operator.attrgetter("head"), operator.attrgetter("name")
-_DECISION_RULE = operator.attrgetter("decision.rule")
+_RULE = operator.attrgetter("rule")
 #: a TaskView's UID, straight from its decoded Struct (in C)
 _TASK_UID = operator.attrgetter("raw.UID")
 #: task names remembered by UID (about 150 bytes each)
 NAMES_KEPT = 65536
-
-
-class _Fit(msgspec.Struct, gc=False):
-    """A predicate call that fitted, until it is folded. ``gc=False``: kept calls add nothing the
-    garbage collector counts (the head is shared, the name a string)."""
-
-    head: Any
-    name: str
-
-
-class _Rejection(msgspec.Struct, gc=False):
-    """A predicate call that was rejected, until it is folded (``gc=False``, as ``_Fit``)."""
-
-    head: Any
-    name: str
-    decision: Any   # FilterDecision, itself gc=False
-    request_id: str
+#: values per predicate call in the flat lists of calls waiting for a fold: a fit is (head, name),
+#: a rejection (head, name, decision, request id)
+FIT_FIELDS, REJECTION_FIELDS = 2, 4
 
 
 #: predicate calls kept unfolded at most (the flusher folds them every ``flush_seconds``)
@@ -176,9 +160,11 @@ class Tally:
         self.enabled = enabled
         self._lock = threading.Lock()
         self._pending: dict[str, CycleAggregate] = {}
-        #: predicate calls not yet folded into ``_pending``
-        self._fitted: list[_Fit] = []
-        self._rejected: list[_Rejection] = []
+        #: predicate calls not yet folded into ``_pending``, flat: FIT_FIELDS / REJECTION_FIELDS
+        #: values per call (strings, and the head and decision that exist anyway: nothing new
+        #: for the garbage collector to track)
+        self._fitted: list = []
+        self._rejected: list = []
         self._names: dict[str, str] = {}  # task UID -> object_name
         self._fold_lock = threading.Lock()
         self._flusher_pid: int | None = None
@@ -215,13 +201,13 @@ class Tally:
 
     def record_predicate(self, head, task, decision, audits=(), request_id: str = "-") -> None:
         """The hot path (one call per node per task): the task's name (from a cache by UID) and
-        one ``gc=False`` Struct appended, no lock (``list.append`` is atomic), nothing the
-        garbage collector counts. The flusher folds them into the cycle's aggregate
-        (``_fold_predicates``), as does a read of ``/why``; past ``FOLD_AT`` waiting calls, the
-        calling thread does."""
+        the call's values added to a flat list with one ``extend``, no lock (``list.extend`` with
+        a tuple is atomic), nothing the garbage collector tracks. The flusher folds them into the
+        cycle's aggregate (``_fold_predicates``), as does a read of ``/why``; past ``FOLD_AT``
+        waiting calls, the calling thread does."""
         if head is None or not self.enabled:
             return
-        if self._flusher_pid != process.pid:
+        if self._flusher_pid is not process.pid:  # another int object only after a fork
             self._start_flusher()
         try:
             uid = _TASK_UID(task)  # a TaskView's UID, read in C
@@ -233,26 +219,32 @@ class Tally:
             if uid:
                 _keep_name(self._names, uid, name)
         if decision.fits:
-            calls = self._fitted
-            calls.append(_Fit(head, name))
+            fitted = self._fitted
+            fitted.extend((head, name))
+            if len(fitted) >= FOLD_AT * FIT_FIELDS:
+                self._fold_predicates()
         else:
-            calls = self._rejected
-            calls.append(_Rejection(head, name, decision, request_id))
-        if len(calls) >= FOLD_AT:
-            self._fold_predicates()
+            rejected = self._rejected
+            rejected.extend((head, name, decision, request_id))
+            if len(rejected) >= FOLD_AT * REJECTION_FIELDS:
+                self._fold_predicates()
         if audits:
             with self._lock:
                 _audits(self.cycle(head), f"task{SEP}{name}{SEP}", audits, request_id)
+
+    def waiting(self) -> int:
+        """How many predicate calls wait for the next fold."""
+        return len(self._fitted) // FIT_FIELDS + len(self._rejected) // REJECTION_FIELDS
 
     def _fold_predicates(self) -> None:
         """Add the predicate calls recorded since the last fold to their cycles' aggregates: the
         same counts, first reasons (with their request ids) and drops as adding them one by one
         (which entries a full aggregate drops may differ), with the passes over the calls in C
-        (``map``, ``zip``, ``Counter``) and Python code once per task and outcome."""
+        (a slice per field, ``map``, ``zip``, ``Counter``) and Python code once per task and outcome."""
         with self._fold_lock:
             fitted, rejected = take_all(self._fitted), take_all(self._rejected)
         if fitted:
-            for head, (names,) in _per_session(tuple(map(_HEAD, fitted)), tuple(map(_NAME, fitted))):
+            for head, (names,) in _per_session(fitted[0::FIT_FIELDS], fitted[1::FIT_FIELDS]):
                 with self._lock:
                     c = self.cycle(head)
                     for name, count in Counter(names).items():
@@ -260,9 +252,10 @@ class Tally:
                         c.add(k, count, count)
                         c.add(k + _FIT, count, count)
         if rejected:
-            for head, (names, calls) in _per_session(tuple(map(_HEAD, rejected)), tuple(map(_NAME, rejected)),
-                                                     tuple(rejected)):
-                rules = tuple(map(_DECISION_RULE, calls))
+            step = REJECTION_FIELDS
+            for head, (names, decisions, request_ids) in _per_session(
+                    rejected[0::step], rejected[1::step], rejected[2::step], rejected[3::step]):
+                rules = list(map(_RULE, decisions))
                 examples = None
                 with self._lock:
                     c = self.cycle(head)
@@ -276,9 +269,10 @@ class Tally:
                         if k in c.firsts:
                             continue
                         if examples is None:  # each answer's first call (dict keeps the last of reversed)
-                            examples = dict(zip(zip(reversed(names), reversed(rules)), reversed(calls)))
+                            last = len(names) - 1
+                            examples = dict(zip(zip(reversed(names), reversed(rules)), range(last, -1, -1)))
                         first = examples[answer]
-                        c.first(k, first.decision.reason, first.request_id)
+                        c.first(k, decisions[first].reason, request_ids[first])
                         if k not in c.firsts:  # over the cap: each call would have counted a drop
                             c.dropped += count - 1
 
@@ -456,7 +450,7 @@ def _relative(entries: dict, prefix: str) -> dict:
 _LOGGED_KINDS = tuple(kind + SEP for kind in ("job", "queue"))
 
 
-def _per_session(heads: tuple, *columns: tuple):
+def _per_session(heads: list, *columns: list):
     """(head, columns) per cycle of the calls: one group when every call saw the same head."""
     if heads.count(heads[0]) == len(heads):
         yield heads[0], columns
@@ -465,7 +459,7 @@ def _per_session(heads: tuple, *columns: tuple):
     head_of = dict(zip(sessions, heads))
     for session_id in head_of:
         mine = list(map(session_id.__eq__, sessions))
-        yield head_of[session_id], tuple(tuple(compress(column, mine)) for column in columns)
+        yield head_of[session_id], tuple(list(compress(column, mine)) for column in columns)
 
 
 def _keep_name(names: dict, uid: str, name: str) -> None:

@@ -209,7 +209,7 @@ def test_predicates_folded_in_a_batch_make_the_same_tally_as_one_by_one(monkeypa
         tally = Tally(BlockedStore(), max_entries=cap, flush_seconds=3600)
         for head, task, decision, request_id in _predicate_calls():
             tally.record_predicate(head, task, decision, (), request_id)
-        assert len(tally._fitted) + len(tally._rejected) == (0 if fold_at == 1 else 400)
+        assert tally.waiting() == (0 if fold_at == 1 else 400)
         return _aggregates(tally)
 
     one_by_one, batched = tally_of(1, 10_000), tally_of(10_000, 10_000)  # 1: each call folded alone
@@ -261,14 +261,14 @@ def test_unfolded_predicate_calls_stay_bounded_without_a_flusher(monkeypatch):
     longest = 0
     for _ in range(1000):
         tally.record_predicate(HEAD, TASK, REJECT)
-        longest = max(longest, len(tally._rejected))
+        longest = max(longest, tally.waiting())
     assert longest < 64
     assert tally.take()["c1"].counts["task\x1fml/train-7-0\x1fp"] == 1000
 
 
 def test_predicate_calls_waiting_for_a_fold_add_nothing_the_garbage_collector_counts():
     """The predicate path leaves no tracked object behind, so under load no collection runs
-    (BENCHMARKS.md, the latency tail): the calls kept until a fold are gc=False Structs holding
+    (BENCHMARKS.md, the latency tail): the calls kept until a fold are values in flat lists:
     the shared head, a cached name, the (gc=False) decision and the request id."""
     import gc
     import json
@@ -291,7 +291,7 @@ def test_predicate_calls_waiting_for_a_fold_add_nothing_the_garbage_collector_co
         grown = gc.get_count()[0] - before
     finally:
         gc.enable()
-    assert len(tally._fitted) + len(tally._rejected) == 4005
+    assert tally.waiting() == 4005
     assert grown < 10, grown
 
 
