@@ -145,6 +145,10 @@ def _off(name: str, value: float = 0.0) -> None:
     """``mark`` and ``note`` while tracing is off: nothing."""
 
 
+#: ``mark`` and ``note`` while tracing is off (``trace.mark is not trace.OFF`` skips the call)
+OFF = _off
+
+
 #: ``trace.mark("decoded")``: the time this request's phase ended (module attribute: look it
 #: up at call time, it is replaced when tracing starts)
 mark = _off

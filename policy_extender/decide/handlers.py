@@ -34,27 +34,23 @@ NO_SESSION_DECISION = "no_session"
 
 def respond(service: Service, kind: str, body: bytes) -> Reply:
     """The reply to one verb call's body, errors included: what HTTP, replay and the fixture
-    runner all answer. A failure while deciding (an ``EvalError``, a bug) is a logged 500, so
-    Volcano's ``extender.ignorable`` decides."""
+    runner all answer. A body that cannot be decoded is a 400, a session lost by the store a
+    503, a call ``require_session`` refuses a 500 (logged once per cycle by session_gaps), and
+    a failure while deciding (an ``EvalError``, a bug) a logged 500, so Volcano's
+    ``extender.ignorable`` decides."""
     try:
-        return answer(service, kind, body)
+        return HANDLERS[kind](service, body)
+    except WireError as exc:
+        return error_reply(400, f"{kind}: {exc}")
+    except SessionLost as exc:  # logged by the session cache, once per occurrence
+        return error_reply(503, f"{kind}: {exc}")
+    except SessionRequired as exc:  # logged once per cycle by session_gaps, not once per call
+        return Reply(orjson.dumps({"error": exc.message}), 500, NO_SESSION_DECISION)
     except VerbError as exc:  # logged once, with the other non-200s, by the request callback
         return error_reply(exc.status, exc.message, exc.headers)
     except Exception as exc:
         log.exception("%s failed", kind)
         return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
-
-
-def answer(service: Service, kind: str, body: bytes) -> Reply:
-    """The reply to one verb call's body; raises VerbError for a non-200."""
-    try:
-        return HANDLERS[kind](service, body)
-    except WireError as exc:
-        raise VerbError(400, f"{kind}: {exc}") from None
-    except SessionLost as exc:  # logged by the session cache, once per occurrence
-        raise VerbError(503, f"{kind}: {exc}") from None
-    except SessionRequired as exc:  # logged once per cycle by session_gaps, not once per call
-        return Reply(orjson.dumps({"error": exc.message}), 500, NO_SESSION_DECISION)
 
 
 def policy_and_env(service: Service, kind: str) -> tuple[Any, Any]:

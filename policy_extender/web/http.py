@@ -25,11 +25,12 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not All
            503: "Service Unavailable"}
 
 
-_STATUS_LINES = {status: f"{status} {reason}" for status, reason in REASONS.items()}
+#: status -> its HTTP status line (``status_line`` for any other)
+STATUS_LINES = {status: f"{status} {reason}" for status, reason in REASONS.items()}
 
 
 def status_line(status: int) -> str:
-    return _STATUS_LINES.get(status) or f"{status} Unknown"
+    return STATUS_LINES.get(status) or f"{status} Unknown"
 
 
 def check_content_type(environ: dict) -> None:
