@@ -48,8 +48,9 @@ ID_BATCH = 1024
 #: byte -> the byte with a UUID's version (4) or variant (RFC 4122) bits, for ``bytes.translate``
 _VERSION_4 = bytes((b & 0x0F) | 0x40 for b in range(256))
 _VARIANT_RFC4122 = bytes((b & 0x3F) | 0x80 for b in range(256))
-#: ids drawn and not yet given out; emptied in a forked child (``_forget_ids``)
-_ids: list[str] = []
+#: ids drawn and not yet given out (``drawn_ids.pop()`` is one); emptied in place in a forked
+#: child (``_forget_ids``)
+drawn_ids: list[str] = []
 
 
 def new_request_id() -> str:
@@ -60,7 +61,7 @@ def new_request_id() -> str:
     (callgrind). A forked child empties the list before it runs (``os.register_at_fork``), so
     gunicorn's workers never hand out their master's ids."""
     try:
-        return _ids.pop()
+        return drawn_ids.pop()
     except IndexError:
         return _draw_ids()
 
@@ -73,12 +74,12 @@ def _draw_ids() -> str:
     raw[8::16] = raw[8::16].translate(_VARIANT_RFC4122)    # clock_seq_hi_and_reserved: 10xxxxxx
     batch = raw.hex(" ", 16).split(" ")  # 32 hex digits per id, split in C
     mine = batch.pop()
-    _ids.extend(batch)
+    drawn_ids.extend(batch)
     return mine
 
 
 def _forget_ids() -> None:
-    _ids.clear()
+    drawn_ids.clear()
 
 
 os.register_at_fork(after_in_child=_forget_ids)

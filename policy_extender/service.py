@@ -2,7 +2,8 @@
 
 It owns the configuration, the policy versions (``store.PolicyStore`` fed by a
 ``reload.PolicyReloader``), the shared session store and this worker's session cache, and the
-request-finished callbacks (metrics, logs) that every verb call reports to.
+request-finished callbacks that every verb call is reported to (``on_request_finished``; the
+HTTP dispatch counts each call in the metrics and writes its log line itself).
 
 Under ``serve`` it also gets the instance's private runtime directory (``instance.py``): each set
 it activates from the policy directories is saved there (``store.LastGoodCopy``), and a worker

@@ -9,21 +9,24 @@ drive exactly the production path.
 
 from __future__ import annotations
 
+import logging
 import mmap
 import time
 from typing import Any, Callable, Iterable
 
-from policy_extender import trace
+from policy_extender import metrics, trace
 from policy_extender.decide import names
+from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.decide.handlers import respond
 from policy_extender.decide.reply import Reply, VerbError, error_reply
-from policy_extender.logs import REQUEST_ID_HEADER, new_request_id, request_id_from, request_id_var
+from policy_extender.logs import REQUEST_ID_HEADER, drawn_ids, new_request_id, request_id_from, request_id_var, request_log
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.web.http import JSON_HEADERS, STATUS_LINES, check_content_type, read_body, status_line
 from policy_extender.wire import arriving, open_stream, prioritize_stream
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
+log = logging.getLogger("policy_extender.web")
 
 
 class VerbDispatch:
@@ -33,9 +36,12 @@ class VerbDispatch:
     when sane, else a new one), bound while it is served and echoed in the answer, as
     ``logs.RequestIdMiddleware`` does for the fallback."""
 
-    def __init__(self, service: Service, fallback: WsgiApp) -> None:
+    def __init__(self, service: Service, fallback: WsgiApp,
+                 notable: Callable[[RequestRecord], None] | None = None) -> None:
         self.service = service
         self.fallback = fallback
+        #: called for a call that is not a plain 200 (any call while the request log is at DEBUG)
+        self.notable = notable
         self.routes = service.routes
         self.tracer = trace.from_env()  # None unless POLICY_EXTENDER_TRACE (policy_extender/trace.py)
 
@@ -46,7 +52,13 @@ class VerbDispatch:
         # the request id, bound here rather than by a middleware around the whole app: one layer
         # and one start_response closure less on every verb call (the fallback has its own)
         given = environ.get("HTTP_X_REQUEST_ID")
-        request_id = request_id_from(given) if given else new_request_id()
+        if given:
+            request_id = request_id_from(given)
+        else:
+            try:
+                request_id = drawn_ids.pop()  # new_request_id(), a call less
+            except IndexError:
+                request_id = new_request_id()
         token = request_id_var.set(request_id)
         service = self.service
         try:
@@ -78,9 +90,17 @@ class VerbDispatch:
             start_response(STATUS_LINES.get(status) or status_line(status), [
                 *JSON_HEADERS, ("Content-Length", str(len(reply.body))), *reply.headers,
                 (REQUEST_ID_HEADER, request_id)])
-            service.report(RequestRecord(kind, status, reply.decision, reply.rule,
-                                         time.perf_counter() - started, size,
-                                         reply.body.decode() if status != 200 else ""))
+            record = RequestRecord(kind, status, reply.decision, reply.rule, time.perf_counter() - started,
+                                   size, reply.body.decode() if status != 200 else "")
+            metrics.note_call(record)  # every verb call counted; what Service.report calls, only if any
+            if self.notable is not None and (status != 200 or kind == ON_SESSION_OPEN
+                                             or request_log.isEnabledFor(logging.DEBUG)):
+                try:
+                    self.notable(record)
+                except Exception:  # a log line that cannot be written must not fail the call
+                    log.exception("the log line of a %s call failed", kind)
+            if service.finished:
+                service.report(record)
             if marks is not None:
                 self.tracer.end(kind, started, marks)
         finally:
