@@ -11,6 +11,7 @@ the task in the shared store.
 from __future__ import annotations
 
 import logging
+import operator
 from typing import Any, Callable
 
 import orjson
@@ -145,7 +146,10 @@ def decide_predicate(service: Service, body: bytes) -> Reply:
     task, node = request.task, request.node
     head = getattr(env, "head", None)
     if head is not None:
-        job_uid = task.job_id
+        try:
+            job_uid = _TASK_JOB(task)  # task.job_id, read in C
+        except AttributeError:  # not a decoded TaskView
+            job_uid = task.job_id
         if env.job(job_uid) is None:
             job_not_in_snapshot(service, PREDICATE, policy_set, env, job_uid)
     decision = policy_set.predicate(task, node, env)
@@ -153,8 +157,13 @@ def decide_predicate(service: Service, body: bytes) -> Reply:
     if audits:
         metrics.note_audits(audits)
     service.tally.record_predicate(head, task, decision, audits, request_id_var.get())
-    return Reply(encode.predicate(decision), decision="" if decision.fits else "reject",
-                 rule=decision.rule or "")
+    if decision.fits:
+        return Reply(encode.FITS, decision="", rule=decision.rule or "")
+    return Reply(encode.predicate(decision), decision="reject", rule=decision.rule or "")
+
+
+#: a decoded TaskView's job UID (``job_id``) in one C call
+_TASK_JOB = operator.attrgetter("raw.Job")
 
 
 #: verb kind -> handler(service, body) -> Reply, for every verb of the table.

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from policy_extender.session.store import Head
 from policy_extender.session.counts import Counters
 from policy_extender.wire.session_views import SessionView
+from policy_extender.wire.snapshot import Snapshot
 
 
 class JobsAndQueues(Protocol):
@@ -39,6 +40,8 @@ class SessionEnv:
         self.head = head
         self.snapshot = snapshot
         self.counters = counters
+        if type(snapshot) is Snapshot:  # its own job() is this one's (None for ""): a call less
+            self.job = snapshot.job
 
     def job(self, uid: str) -> Any | None:
         return self.snapshot.job(uid) if uid else None

@@ -20,7 +20,8 @@ _ENCODER = msgspec.json.Encoder()
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
 SUCCESS, ERROR = 0, 1
 #: the answer of every predicate that fits (bytes are immutable: one for all)
-_FITS = _ENCODER.encode({"status": "", "code": SUCCESS})
+#: the predicate's answer for a node that fits
+FITS = _ENCODER.encode({"status": "", "code": SUCCESS})
 
 
 class EncodeError(ValueError):
@@ -70,7 +71,7 @@ def predicate(decision) -> bytes:
     a non-empty reason and a non-zero code (Volcano turns code 0 into 1 anyway).
     """
     if decision.fits:
-        return _FITS
+        return FITS
     code = _int(decision.code or ERROR, "predicate code")
     reason = str(decision.reason or "") or f"rejected by policy rule {getattr(decision, 'rule', '') or '?'}"
     return _ENCODER.encode({"status": reason, "code": code})
