@@ -21,7 +21,10 @@ their work is counted, though: the metrics and the tally record a call by append
 and fold the list into tallies when their flushers take it; the child stretches both flush
 intervals to an hour and folds what waits (``metrics`` and the tally's ``take``) in the main
 thread before each region ends, so the fold is in the count and the store and prometheus writes
-(per flush, not per call) are not. ``PYTHONHASHSEED=0``.
+(per flush, not per call) are not. The service draws request ids ``logs.ID_BATCH`` (1,024) at a
+time, so a region of 1,024 calls draws exactly one batch: ``--calls`` defaults to that (a region
+of 400 calls held a draw or none, and moved the count by 1.9k instructions per call).
+``PYTHONHASHSEED=0``.
 
 ``python -m bench.instructions [--calls N] [--warm N] [--cache-sim] [--nodes N] [--pods N]``
 """
@@ -117,7 +120,8 @@ def measure(calls: int, warm: int, cache_sim: bool, nodes: int = 50, pods: int =
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=400, help="calls per app in the counted region")
+    parser.add_argument("--calls", type=int, default=1024,
+                        help="calls per app in the counted region (a multiple of logs.ID_BATCH, 1,024)")
     parser.add_argument("--warm", type=int, default=200, help="calls per app before the region")
     parser.add_argument("--cache-sim", action="store_true", help="also count simulated cache misses")
     parser.add_argument("--nodes", type=int, default=50, help="nodes of the cluster (default 50)")
