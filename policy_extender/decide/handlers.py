@@ -54,7 +54,7 @@ def respond(service: Service, kind: str, body: bytes) -> Reply:
         return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
 
 
-def policy_and_env(service: Service, kind: str) -> tuple[Any, Any]:
+def policy_and_env(service: Service, kind: str, env: Any = None) -> tuple[Any, Any]:
     """The policy set and Env of this call: one head() read, one policy version per cycle.
 
     A call with no session open is counted and logged (decide/session_gaps.py); with
@@ -62,10 +62,11 @@ def policy_and_env(service: Service, kind: str) -> tuple[Any, Any]:
     With a session, the pair is kept (``service.decided_with``) and given again while the
     session cache answers the same env: the same head, so the same session (already noted in
     the gaps) and the same pinned version, whose set is the same."""
-    env = service.session_cache.env()
-    kept = service.decided_with
-    if kept[1] is env:
-        return kept
+    if env is None:  # the caller may have read it (and found it was not the kept one)
+        env = service.session_cache.env()
+        kept = service.decided_with
+        if kept[1] is env:
+            return kept
     head = getattr(env, "head", None)
     gaps = service.session_gaps
     if head is None:
@@ -141,7 +142,9 @@ def decide_predicate(service: Service, body: bytes) -> Reply:
     at most, and each adapter is a Python call (about 330 instructions; 2.3k per call in all,
     callgrind). tests/web/test_predicate_handler.py holds it to the generic handler's answers,
     tallies and metrics."""
-    policy_set, env = policy_and_env(service, PREDICATE)
+    env = service.session_cache.env()
+    kept = service.decided_with  # policy_and_env's first step, inlined
+    policy_set, env = kept if kept[1] is env else policy_and_env(service, PREDICATE, env)
     request = decode.decode_predicate(body, policy_set.reads, env)
     task, node = request.task, request.node
     head = getattr(env, "head", None)
