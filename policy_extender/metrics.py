@@ -18,10 +18,10 @@ one request's histograms and counters); the service instead calls :func:`note_ca
 this process's flat list of pending calls (no lock: ``list.extend`` with a tuple is atomic; strings
 and numbers, which the garbage collector does not track), and a flusher thread per process folds
 them into tallies (:func:`fold`, in C passes over one slice per field) and writes those into the
-prometheus values every ``FLUSH_SECONDS``,
-at :func:`flush` (``/metrics`` in this worker, the gunicorn ``worker_exit`` hook, interpreter
-exit), and whenever ``FOLD_AT`` calls wait. A scrape waits ``FLUSH_SECONDS`` first, so it sees every call answered before it began; a
-SIGKILLed worker loses at most the last ``FLUSH_SECONDS`` of its counts (its earlier counts stay).
+prometheus values every ``FLUSH_SECONDS``, at :func:`flush` (``/metrics`` in this worker, the
+gunicorn ``worker_exit`` hook, interpreter exit), and whenever ``FOLD_AT`` calls wait. A scrape
+waits ``FLUSH_SECONDS`` first, so it sees every call answered before it began; a SIGKILLed worker
+loses at most the last ``FLUSH_SECONDS`` of its counts (its earlier counts stay).
 :func:`observe_request` and :func:`count_decision` still write at once.
 
 Gauges say how the processes' values combine (``multiprocess_mode``); the ``live*`` modes drop a
@@ -41,7 +41,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
-
 
 from policy_extender import process
 from policy_extender.instance import METRICS_DIR
@@ -283,7 +282,7 @@ def fold(calls: list) -> tuple[dict, dict]:
     return requests, decisions
 
 
-def _per_bucket(values: tuple, bounds: tuple) -> list[int]:
+def _per_bucket(values: list, bounds: tuple) -> list[int]:
     """How many values fall in each bucket, as ``bisect_left(bounds, value)`` assigns them (a
     bucket holds the values above the previous bound up to its own, the last all the rest)."""
     ordered = sorted(values)
@@ -330,7 +329,7 @@ def note_call(record: Any) -> None:
 
 def _note(values: tuple) -> None:
     pending = _pending
-    if pending.flusher_pid != process.pid:
+    if pending.flusher_pid is not process.pid:
         _start_flusher()
     calls = pending.calls
     calls.extend(values)

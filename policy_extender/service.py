@@ -62,6 +62,8 @@ class Service:
         self.runtime_dir = runtime_dir
         node_reuse.configure(config.node_reuse_bytes)
         self.routes: dict[str, str] = config.verb_paths()
+        #: verb kind -> its body limit (``config.body_limit_for``, looked up once per kind)
+        self.body_limits: dict[str, int] = {kind: config.body_limit_for(kind) for kind in self.routes.values()}
         self.policies = PolicyStore()
         self.last_good = LastGoodCopy(_last_good_path(runtime_dir)) if runtime_dir else None
         self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval,

@@ -70,6 +70,7 @@ def policy_and_env(service: Service, kind: str, env: Any = None) -> tuple[Any, A
     head = getattr(env, "head", None)
     gaps = service.session_gaps
     if head is None:
+        service.decided_with = (None, None)  # the ended session's env is not kept alive
         policy_set = current_policy(service)
         if gaps is not None:
             gaps.no_session(kind)
@@ -83,12 +84,6 @@ def policy_and_env(service: Service, kind: str, env: Any = None) -> tuple[Any, A
     kept = service.policies.pinned(head.policy_version, service.sessions.policy_sources), env
     service.decided_with = kept
     return kept
-
-
-def check_job_in_snapshot(service: Service, kind: str, policy_set: Any, env: Any, task: Any) -> None:
-    """Count (and with ``require_session`` refuse) a task whose job the open snapshot lacks."""
-    if getattr(env, "head", None) is not None and env.job(task.job_id) is None:
-        job_not_in_snapshot(service, kind, policy_set, env, task.job_id)
 
 
 def job_not_in_snapshot(service: Service, kind: str, policy_set: Any, env: Any, job_uid: str) -> None:
@@ -123,7 +118,7 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
     def decide(service: Service, body: bytes) -> Reply:
         policy_set, env = policy_and_env(service, verb.name)
         request = verb.decode(body, policy_set.reads, env)
-        if subject is not None and getattr(env, "head", None) is not None:  # check_job_in_snapshot, inlined
+        if subject is not None and getattr(env, "head", None) is not None:  # the job in the snapshot?
             job_uid = subject(request).job_id
             if env.job(job_uid) is None:
                 job_not_in_snapshot(service, verb.name, policy_set, env, job_uid)

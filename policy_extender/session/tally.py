@@ -55,7 +55,6 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-
 from policy_extender import process
 from policy_extender.decide.names import PREDICATE, PRIORITIZE
 from policy_extender.metrics import take_all

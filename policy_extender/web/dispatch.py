@@ -124,8 +124,7 @@ def read_request(service: Service, kind: str, environ: dict) -> bytes:
     content_type = environ.get("CONTENT_TYPE")
     if content_type and content_type != "application/json":  # what Volcano sends, else the check
         check_content_type(environ)
-    config = service.config
-    limit, timeout = config.body_limits.get(kind, config.body_limit), config.body_timeout
+    limit, timeout = service.body_limits[kind], service.config.body_timeout
     stream_type = _STREAMED.get(kind)
     if stream_type is None:
         body = read_body(environ, limit, timeout)

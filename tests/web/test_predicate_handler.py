@@ -105,3 +105,21 @@ def test_the_predicate_handler_is_the_generic_one_written_out(make_app, tmp_path
         assert gaps(services[0])[0]["jobs_not_in_snapshot"]
         assert tallies and tallies[0][0]  # the cycle's counts
         assert bool(refused) == require_session  # the task whose job the snapshot lacks
+
+
+def test_a_closed_sessions_env_is_let_go_at_the_next_call_without_one(make_app):
+    """The kept (policy set, env) pair must not hold a closed session's env (its decoded snapshot)
+    once a call finds no session, as the session cache itself lets it go."""
+    import gc
+    import weakref
+
+    app = make_app()
+    client, service = app.test_client(), app.extensions["policy_extender"]
+    assert post(client, "onSessionOpen").status_code == 200
+    assert post(client, "predicate").status_code == 200
+    kept = weakref.ref(service.decided_with[1])
+    assert kept() is not None and kept().head is not None
+    assert post(client, "onSessionClose", {}).status_code == 200
+    assert post(client, "predicate").status_code == 200  # no session now
+    gc.collect()
+    assert service.decided_with == (None, None) and kept() is None
