@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import atexit
 import bisect
+import glob
 import operator
 import os
 import threading
 import time
 from collections import Counter
+from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -75,7 +77,7 @@ class Metrics:
     reload_ok: Any
     reload_success_time: Any
     policy_errors: Any
-    policy_info: Any
+    policy_info: "PolicyInfo"
     calls_without_session: Any
     calls_job_not_in_session: Any
     session_open_late: Any
@@ -117,9 +119,7 @@ def build() -> Metrics:
         policy_errors=Gauge(PREFIX + "policy_errors",
                             "Diagnostics of the last policy load (highest among live workers).",
                             registry=registry, multiprocess_mode="livemax"),
-        policy_info=Gauge(PREFIX + "policy_info",
-                          "1 for the policy version a live worker serves; two 1s mean workers disagree.",
-                          ("version",), registry=registry, multiprocess_mode="livemax"),
+        policy_info=PolicyInfo(registry),
         calls_without_session=Counter(PREFIX + "calls_without_session",
                                       "Calls answered while no session was open (rules saw no snapshot).",
                                       verb, registry=registry),
@@ -464,44 +464,85 @@ def set_policy_status(version: str | None, loaded_at: float, ok: bool, error_cou
 def _set_active_version(m: Metrics, version: str | None) -> None:
     if m.active_version == version:
         return
-    if m.active_version is not None:
-        _child(m.policy_info, m.active_version).set(0)
-        _forget_child(m, m.policy_info, m.active_version)
-    if version is not None:
-        _child(m.policy_info, version).set(1)
     m.active_version = version
+    m.policy_info.publish(version)
 
 
-def _forget_child(m: Metrics, metric: Any, *labels: str) -> None:
-    """Drop a labelled child from this process's caches, so a policy swapped every second does
-    not add a child per version for ever. Its value stays written (0 for an old version): in
-    multiprocess mode prometheus_client keeps every key it wrote in the process's file (about
-    100 bytes per version, in the file and in its index), which this cannot remove."""
-    m.children.pop((id(metric), labels), None)
-    with metric._lock:  # metric.remove() warns in multiprocess mode; its file keeps the value
-        child = metric._metrics.pop(labels, None)
-    if child is not None:
-        _release_value(child)
+#: a worker's served policy version, in the multiprocess directory (see ``PolicyInfo``)
+VERSION_FILE = "policy-version-{pid}.txt"
+POLICY_INFO_HELP = "1 for the policy version a live worker serves; two 1s mean workers disagree."
 
 
-def _release_value(child: Any) -> None:
-    """In multiprocess mode prometheus_client also keeps every value object it made (with its
-    key) in a list of ``values.MultiProcessValue``'s closure, to reset them after a fork: ~0.5 KB
-    per policy version per worker, the steadiest grower under ``tracemalloc`` in a run with a swap a
-    second (docs/reliability.md). Take the forgotten child's out of it. Found by the closure's
-    variable names; if a client version keeps them otherwise, nothing is done (the test of this
-    fails rather than the service)."""
-    value = getattr(child, "_value", None)
-    init = getattr(type(value), "__init__", None)
-    code, cells = getattr(init, "__code__", None), getattr(init, "__closure__", None)
-    if code is None or not cells or not {"values", "lock"} <= set(code.co_freevars):
-        return
-    held = cells[code.co_freevars.index("values")].cell_contents
-    with cells[code.co_freevars.index("lock")].cell_contents:
-        for i, kept in enumerate(held):
-            if kept is value:
-                del held[i]
-                break
+class PolicyInfo:
+    """``policy_extender_policy_info{version=...} 1``: the versions live workers serve.
+
+    Not a labelled prometheus gauge: in multiprocess mode prometheus_client keeps every key a
+    process ever wrote (in its mmap file, the file's index and a module-level list of values),
+    so a gauge labelled by version grew by a key per policy swap in every worker, for good
+    (docs/reliability.md). Each worker instead writes the one version it serves to its own
+    ``VERSION_FILE`` in the multiprocess directory (replaced whole); a scrape reads the files of
+    the workers alive (:func:`child_exit` removes a dead worker's). In one process (no
+    directory), the version is kept in memory. Either way an old version leaves no trace."""
+
+    def __init__(self, registry: Any = None) -> None:
+        self.version: str | None = None
+        if registry is not None:
+            registry.register(self)
+
+    def describe(self) -> list:
+        return []  # the family is built at each collect; nothing to check names against
+
+    def publish(self, version: str | None) -> None:
+        self.version = version
+        directory = os.environ.get(MULTIPROC_ENV)
+        if not directory:
+            return
+        path = os.path.join(directory, VERSION_FILE.format(pid=os.getpid()))
+        if version is None:
+            with suppress(FileNotFoundError):
+                os.remove(path)
+            return
+        temporary = f"{path}.{threading.get_ident()}.tmp"  # two threads' loads never share one
+        with open(temporary, "w", encoding="utf-8") as out:
+            out.write(version)
+        os.replace(temporary, path)
+
+    def collect(self) -> list:
+        """In this process: its own version. Under gunicorn use :func:`served_versions`."""
+        return [_policy_info_family([self.version] if self.version is not None else [])]
+
+
+def served_versions(directory: str) -> list[str]:
+    """The versions the live workers' ``VERSION_FILE``s name, each once, sorted."""
+    found = set()
+    for path in glob.glob(os.path.join(glob.escape(directory), VERSION_FILE.format(pid="*"))):
+        try:
+            with open(path, encoding="utf-8") as stream:
+                version = stream.read().strip()
+        except OSError:  # the worker died and its file was removed while listed
+            continue
+        if version:
+            found.add(version)
+    return sorted(found)
+
+
+def _policy_info_family(versions: list[str]) -> Any:
+    from prometheus_client.core import GaugeMetricFamily
+
+    family = GaugeMetricFamily(PREFIX + "policy_info", POLICY_INFO_HELP, labels=("version",))
+    for version in versions:
+        family.add_metric((version,), 1.0)
+    return family
+
+
+class _ServedVersions:
+    """The multiprocess scrape's collector of ``policy_info`` (see ``PolicyInfo``)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def collect(self) -> list:
+        return [_policy_info_family(served_versions(self.directory))]
 
 
 def render() -> tuple[bytes, str]:
@@ -516,6 +557,7 @@ def render() -> tuple[bytes, str]:
     time.sleep(FLUSH_SECONDS * 1.2)  # every other worker's flusher has run since this scrape began
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=directory)
+    registry.register(_ServedVersions(directory))
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
@@ -530,16 +572,22 @@ def prepare_directory(directory: str | None = None) -> str:
     directory (``policy_extender.instance``; ``serve`` sets the variable to it before gunicorn
     starts), so two instances on one host never sum or wipe each other's files. Files left by a
     previous run would be summed into this one, so its ``*.db`` files and the workers'
-    ``session-gaps-*.json`` (and only those: the variable might name a shared directory) are
-    removed.
+    ``session-gaps-*.json`` and ``policy-version-*.txt`` (and only those: the variable might name
+    a shared directory) are removed.
     """
     directory = directory or os.environ.get(MULTIPROC_ENV) or os.path.join(process_runtime_dir(), METRICS_DIR)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for name in os.listdir(directory):
-        if name.endswith(".db") or (name.startswith("session-gaps-") and name.endswith(".json")):
+        if name.endswith(".db") or _is_worker_file(name):
             os.remove(os.path.join(directory, name))
     os.environ[MULTIPROC_ENV] = directory
     return directory
+
+
+def _is_worker_file(name: str) -> bool:
+    """A worker's own file in the metrics directory: its session gaps or its policy version."""
+    return ((name.startswith("session-gaps-") and name.endswith(".json"))
+            or (name.startswith("policy-version-") and name.endswith((".txt", ".tmp"))))
 
 
 def on_starting(server: Any = None) -> None:
@@ -556,7 +604,8 @@ def worker_exit(server: Any, worker: Any) -> None:
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    """gunicorn ``child_exit`` hook: drop a dead worker's live gauges, count the exit."""
+    """gunicorn ``child_exit`` hook: drop a dead worker's live gauges and policy version, count
+    the exit."""
     mark_process_dead(worker.pid)
     counter = _worker_exits()
     if counter is not None:
@@ -584,5 +633,8 @@ def _worker_exits() -> Any | None:
 def mark_process_dead(pid: int) -> None:
     from prometheus_client import multiprocess
 
-    if os.environ.get(MULTIPROC_ENV):
-        multiprocess.mark_process_dead(pid)
+    directory = os.environ.get(MULTIPROC_ENV)
+    if directory:
+        multiprocess.mark_process_dead(pid, directory)
+        with suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, VERSION_FILE.format(pid=pid)))

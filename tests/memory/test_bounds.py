@@ -54,18 +54,38 @@ def test_a_served_worker_gets_the_bound_from_its_gunicorn_hooks(tmp_path):
     assert mapped_after_a_bigger_free(worker)
 
 
-def test_policy_info_keeps_one_child_however_many_versions(monkeypatch):
-    """A swap every second must not leave a labelled child (and its cache entry) per version."""
+def test_policy_info_in_one_process_names_the_last_version_only(monkeypatch):
+    """A swap every second must leave nothing per version behind in a process without workers."""
     from policy_extender import metrics
     monkeypatch.delenv(metrics.MULTIPROC_ENV, raising=False)
     monkeypatch.setattr(metrics, "_metrics", None)
     for n in range(500):
         metrics.set_policy_status(f"v{n}", float(n), True, 0)
     m = metrics.metrics()
-    assert len(m.policy_info._metrics) == 1
-    assert [k for k in m.children if k[0] == id(m.policy_info)] == [(id(m.policy_info), ("v499",))]
-    samples = {tuple(s.labels.values()): s.value for f in m.policy_info.collect() for s in f.samples}
+    samples = {tuple(s.labels.values()): s.value for f in m.registry.collect()
+               if f.name == "policy_extender_policy_info" for s in f.samples}
     assert samples == {("v499",): 1.0}
+    assert not [k for k in m.children if k[0] == id(m.policy_info)]
+
+
+def test_policy_versions_write_no_key_into_the_prometheus_files(tmp_path):
+    """In multiprocess mode prometheus_client keeps every key a process wrote, in its files and
+    their index, for good: 300 versions must add none (the served version is a file of its own,
+    replaced whole), and the scrape names the last one only."""
+    script = (
+        "from policy_extender import metrics\n"
+        "for n in range(301):\n"
+        "    metrics.set_policy_status(f'v{n}', float(n), True, 0)\n"
+        "import sys; sys.stdout.write(metrics.render()[0].decode())\n")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    text = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          check=True).stdout
+    from prometheus_client.mmap_dict import MmapedDict
+    keys = [key for path in tmp_path.glob("*.db") for key, *_ in MmapedDict.read_all_values_from_file(str(path))]
+    assert keys and not [k for k in keys if "policy_info" in k or '"v1' in k], keys
+    assert len(list(tmp_path.glob("policy-version-*"))) == 1  # the one process's, no temporary left
+    info = [line for line in text.splitlines() if line.startswith("policy_extender_policy_info{")]
+    assert info == ['policy_extender_policy_info{version="v300"} 1.0']
 
 
 def test_policy_versions_leave_no_value_object_in_prometheus_clients_list(tmp_path):

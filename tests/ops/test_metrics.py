@@ -145,12 +145,14 @@ def test_a_new_version_replaces_the_old_in_policy_info(directory):
     samples = {(s.name, tuple(s.labels.items())): s.value
                for f in text_string_to_metric_families(text) for s in f.samples}
     assert samples[("policy_extender_policy_info", (("version", "new"),))] == 1
-    assert samples[("policy_extender_policy_info", (("version", "old"),))] == 0
+    assert ("policy_extender_policy_info", (("version", "old"),)) not in samples  # gone, not 0
     assert samples[("policy_extender_policy_last_reload_success_timestamp_seconds", ())] == 3.0
 
 
 def test_prepare_directory_removes_only_stale_metric_files(tmp_path):
     (tmp_path / "counter_123.db").write_bytes(b"stale")
+    (tmp_path / "policy-version-123.txt").write_text("a version no worker serves now")
+    (tmp_path / "session-gaps-123.json").write_text("{}")
     (tmp_path / "keep.txt").write_text("not ours")
     assert metrics.prepare_directory(str(tmp_path)) == str(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["keep.txt"]
