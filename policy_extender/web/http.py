@@ -63,6 +63,8 @@ def read_body(environ: dict, limit: int, timeout: float = 0.0, consumer: Consume
         raise _ended(ended.got, length) from None
     if body is not None:
         return body
+    if timeout <= 0 or environ.get("gunicorn.socket") is None:  # no socket wait to bound
+        return _read_exactly(stream, length)
     with _idle_timeout(environ, timeout):
         return _read_exactly(stream, length)
 
