@@ -13,9 +13,10 @@ second VmRSS (and its anonymous / file parts) of the master and each worker is r
 ``/proc``; every ``--interval`` seconds the lowest read of the interval is printed (the process at
 rest: a worker holding an 18 MB body in flight is not memory it keeps) with the highest; the slope
 is a least-squares fit of those lowest reads over time after the warm-up (``--warmup`` seconds),
-in MiB per minute.
+in MiB per minute, and the pod's total is fitted again from each of the ``--late`` minutes, with
+its range from there (a worker's first snapshot and bodies make steps in the first minutes).
 
-``python -m bench.memory --minutes 3 [--interval 5] [--warmup 60] [--env MALLOC_ARENA_MAX=2]``
+``python -m bench.memory --minutes 3 [--interval 5] [--warmup 60] [--late 5,10,20,30] [--env MALLOC_ARENA_MAX=2]``
 """
 
 from __future__ import annotations
@@ -95,6 +96,19 @@ class Driver:
             self.volume.update({POLICY_NAME: policy_text(self.swaps)})
 
 
+def late_fits(samples: list, starts: tuple[float, ...]) -> list[tuple[float, int, float, float, float]]:
+    """For each start (minutes) with 3 samples or more from it: (start, samples, slope of the total in
+    MiB/min, lowest total, highest total). The warm-up's steps (a worker's first snapshot, its
+    first large bodies) fall in the first minutes: a fit from later says whether the pod levels."""
+    fits = []
+    for start in starts:
+        late = [(t / 60, total) for t, _, total, _ in samples if t / 60 >= start]
+        if len(late) >= 3:
+            totals = [total for _, total in late]
+            fits.append((start, len(late), fit_slope(late), min(totals), max(totals)))
+    return fits
+
+
 def run(minutes: float, interval: float, warmup: float, swap_every: float, workers: int, env: dict[str, str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         volume = ConfigMapVolume(os.path.join(tmp, "policies"))
@@ -159,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--swap-every", type=float, default=1.0, help="seconds between policy swaps (default 1)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="environment of the server (e.g. MALLOC_ARENA_MAX=2)")
+    parser.add_argument("--late", default="5,10,20,30",
+                        help="minutes from which the total is fitted again, with its range (default 5,10,20,30)")
     args = parser.parse_args(argv)
     env = dict(e.split("=", 1) for e in args.env)
     print(f"method: real `policy-extender serve` ({args.workers} workers x 4 threads, SQLite session store), whole cycles "
@@ -170,6 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{r['cycles']} cycles, {r['swaps']} swaps, {r['errors']} non-200 answers; load average {os.getloadavg()[0]:.2f}")
     print(f"total RSS: start {r['first_total']:.1f} MiB, after warm-up {r['warm_total']:.1f} MiB, end {r['last_total']:.1f} MiB")
     print("slope after warm-up (MiB/min): " + ", ".join(f"{n} {v:+.2f}" for n, v in r["slopes"].items()))
+    for start, count, slope, low, high in late_fits(r["samples"], tuple(float(m) for m in args.late.split(","))):
+        print(f"total from minute {start:g} ({count} samples): {slope:+.3f} MiB/min, {low:.1f}-{high:.1f} MiB")
     if r["errors"]:
         print("server log tail:\n" + r["log_tail"])
 

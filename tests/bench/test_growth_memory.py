@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.growth import DEFAULT_FLAGS, fit, nearest_rank, refused_before_reading
-from bench.memory import fit_slope, policy_text
+from bench.memory import fit_slope, late_fits, policy_text
 from bench.server import Server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +25,13 @@ def test_nearest_rank_percentile():
     assert nearest_rank(values, 0.99) == 99.0
     assert nearest_rank(values, 0.5) == 50.0
     assert nearest_rank([3.0, 1.0], 0.99) == 3.0
+
+
+def test_late_fits_start_where_asked_and_need_three_samples():
+    samples = [(t * 60.0, {}, 100.0 + (t if t < 5 else 5 + 0.1 * (t - 5)), {}) for t in range(12)]
+    fits = late_fits(samples, (0, 5, 10, 11))
+    assert [(start, count) for start, count, *_ in fits] == [(0, 12), (5, 7)]
+    assert abs(fits[1][2] - 0.1) < 1e-9 and fits[1][3:] == (105.0, 105.6)
 
 
 def test_every_swap_is_a_new_policy_version():
@@ -49,10 +56,13 @@ def test_quick_growth_run_prints_every_row():
 
 
 def test_short_memory_run_samples_every_process_and_fits_a_slope():
-    run = subprocess.run([sys.executable, "-m", "bench.memory", "--minutes", "0.2", "--interval", "3", "--warmup", "0"],
+    run = subprocess.run([sys.executable, "-m", "bench.memory", "--minutes", "0.2", "--interval", "3", "--warmup", "0",
+                          "--late", "0.05,5"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert " 0 non-200 answers" in run.stdout
     assert "slope after warm-up (MiB/min): master " in run.stdout and "worker 2 " in run.stdout
     samples = [line for line in run.stdout.splitlines() if line.strip()[:1].isdigit() and "|" in line]
     assert len(samples) >= 4
+    late = [line for line in run.stdout.splitlines() if line.startswith("total from minute")]
+    assert len(late) == 1 and late[0].startswith("total from minute 0.05 ("), late  # none from minute 5
