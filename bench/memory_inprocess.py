@@ -37,18 +37,7 @@ from bench.inprocess import call
 from bench.memory import POLICY_NAME, fit_slope, policy_text
 from bench.scenarios import one_cycle
 from bench.server import POLICY_DIR
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-                 "fordblks", "keepcost")]
-
-
-def _libc():
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-    libc.mallinfo2.restype = _MallInfo2
-    return libc
+from policy_extender import heap
 
 
 def _sqlite():
@@ -80,9 +69,9 @@ class InProcess:
         return [call(self.app, path, body) for _, path, body in calls]
 
 
-def sample(libc, sqlite) -> dict:
+def sample(sqlite) -> dict:
     gc.collect()
-    info = libc.mallinfo2()
+    info = heap.malloc_info()
     return {"in_use": info.uordblks, "heap": info.arena, "mapped": info.hblkhd,
             "blocks": sys.getallocatedblocks(), "sqlite": sqlite.sqlite3_memory_used() if sqlite else -1,
             "anon_kb": _anon_kb()}
@@ -92,7 +81,9 @@ def run(cycles: int, every: int, swap_every: int) -> list[tuple[int, float, dict
     from policy_extender.config import Config
     from policy_extender.web import create_app
 
-    libc, sqlite = _libc(), _sqlite()
+    sqlite = _sqlite()
+    if heap.malloc_info() is None:
+        raise SystemExit("needs glibc's mallinfo2 (2.33+)")
     cluster = Cluster(ClusterSpec(nodes=50, pods_per_node=20))
     bodies, rows = Bodies(cluster), []
     snapshot, jobs = bodies.snapshot(), min(cluster.spec.pending_job_count, 4)
@@ -106,7 +97,7 @@ def run(cycles: int, every: int, swap_every: int) -> list[tuple[int, float, dict
     service, pool, swaps, t0 = app.extensions["policy_extender"], InProcess(app.wsgi_app), 0, time.monotonic()
     for n in range(cycles + 1):
         if n % every == 0:
-            row = sample(libc, sqlite)
+            row = sample(sqlite)
             rows.append((n, time.monotonic() - t0, row))
             print(f"{n:6d} {time.monotonic() - t0:6.0f} s  in use {row['in_use'] / 2**20:7.3f} MiB  "
                   f"heap {row['heap'] / 2**20:7.3f}  mapped {row['mapped'] / 2**20:6.2f}  "

@@ -83,7 +83,6 @@ class Metrics:
     session_open_late: Any
     audit_decisions: Any
     tally_flush_failures: Any
-    active_version: str | None = None
     children: dict = field(default_factory=dict)
 
 
@@ -462,10 +461,8 @@ def set_policy_status(version: str | None, loaded_at: float, ok: bool, error_cou
 
 
 def _set_active_version(m: Metrics, version: str | None) -> None:
-    if m.active_version == version:
-        return
-    m.active_version = version
-    m.policy_info.publish(version)
+    if m.policy_info.version != version:
+        m.policy_info.publish(version)
 
 
 #: a worker's served policy version, in the multiprocess directory (see ``PolicyInfo``)
