@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.inprocess import close
+
 RULE = ("filter gpu-per-node: count(a for a in session.allocations if a.job == task.job_id "
         "and a.node == node.name and a.requests.gpu > 0) < 2\n")
 COUNTS_RULE = "filter node-cap: session.node.tasks < 1000000\n"
@@ -132,6 +134,7 @@ def measure(allocations: int, calls: int, rounds: int, events: int) -> dict[str,
         result = {name: statistics.median(values) for name, values in samples.items()}
         for name in ("indexed", "unindexed"):
             result[f"write {name}"], result[f"catch-up {name}"] = catch_up(apps[name], predicates, events, allocations)
+        close(*apps.values())
     return result
 
 

@@ -22,7 +22,7 @@ import timeit
 
 from bench import handwritten
 from bench.generate import Bodies, Cluster, ClusterSpec
-from bench.inprocess import call, service_app
+from bench.inprocess import call, close, service_app
 from bench.scenarios import predicate_calls
 from policy_extender.service import RequestRecord
 
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, fn in parts.items():
             seconds = statistics.median(timeit.repeat(fn, number=args.number, repeat=args.repeat)) / args.number
             print(f"  {name:48s} {seconds * 1e6:7.2f} us")
+        close(app)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,17 @@ def service_app(tmp: str):
                              reload_interval=0.0, log_level="warning")).wsgi_app
 
 
+def close(*apps) -> None:
+    """Flush and stop in-process services (``service_app``, or any ``VerbDispatch``) while their
+    store's directory still exists: the tally's exit flush would otherwise write to a store
+    whose temporary directory is gone, and warn that the session and the tally were lost."""
+    for app in apps:
+        service = getattr(app, "service", None)
+        if service is not None:
+            service.tally.flush()
+            service.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__.splitlines()[0])
     parser.add_argument("--verb", choices=("predicate", "prioritize"), default="predicate")
@@ -87,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             for name, app in apps.items():
                 node_reuse.configure(0 if name.endswith("-reuse-off") else node_reuse.DEFAULT_MAX_BYTES)
                 rounds[name].append(cpu_per_call(app, calls, count))
+        close(service)
     medians = {name: statistics.median(values) for name, values in rounds.items()}
     print(f"{args.verb}, 50 nodes x 20 pods/node, {count} calls x {args.rounds} rounds, "
           f"{'session open' if args.session else 'no session open'}, CPU per call (median round):")

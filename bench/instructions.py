@@ -47,7 +47,7 @@ def child(calls: int, warm: int, nodes: int, pods: int) -> None:
     """Runs inside valgrind: one dump region per app, in the order of ``APPS``."""
     from bench import bare_wsgi, handwritten
     from bench.generate import Bodies, Cluster, ClusterSpec
-    from bench.inprocess import call, service_app
+    from bench.inprocess import call, close, service_app
     from bench.scenarios import predicate_calls
 
     from policy_extender import metrics
@@ -72,6 +72,7 @@ def child(calls: int, warm: int, nodes: int, pods: int) -> None:
                 call(app, path, body)
             fold_waiting(service.service)                      # the per-call half of the flushes
             os.getppid()                                      # dump: the region ends
+        close(service)
 
 
 def fold_waiting(service) -> None:
