@@ -168,15 +168,21 @@ class Compiler:
             return None
         get_root, generic, full = operator.attrgetter(root), operator.attrgetter(direct), schema.RESOURCE_SHORTHANDS[name]
         readers: dict[type, Fn | None] = {}  # root class -> its raw amount reader (None: it has none)
+        last: tuple = (None, None)  # the root class read last and its reader, replaced as one tuple
 
         def amount(c):
+            nonlocal last
             o = get_root(c)
-            read = readers.get(type(o), _UNSEEN)
-            if read is _UNSEEN:
-                make = getattr(type(o), "raw_amount_reader", None)
-                read = make(field, full) if make is not None else None
-                if len(readers) < 16:  # the view classes, a few test doubles: bounded anyway
-                    readers[type(o)] = read
+            kind, read = last
+            if type(o) is not kind:  # a class not read last (one compare, not a dict lookup, per call)
+                kind = type(o)
+                read = readers.get(kind, _UNSEEN)
+                if read is _UNSEEN:
+                    make = getattr(kind, "raw_amount_reader", None)
+                    read = make(field, full) if make is not None else None
+                    if len(readers) < 16:  # the view classes, a few test doubles: bounded anyway
+                        readers[kind] = read
+                last = (kind, read)
             if read is not None:
                 return read(o.raw)
             method = getattr(o, "amount", None)

@@ -8,6 +8,8 @@ resource by its full name (``r["nvidia.com/gpumem"]``), and 0 for anything not t
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Iterable, Mapping
 
 from .. import schema
@@ -106,14 +108,25 @@ def amount_from_wire(resource, name: str) -> int | float:
 
 
 _ABSENT = object()
+#: ``int(x)`` of an integral float, as a builtin function call (20 ns) rather than a type call (70 ns)
+_trunc = math.trunc
 
 
 def amount_reader(key: str, name: str):
     """``raw -> amount_from_wire(_get(raw, key), name)`` as one function: what a rule's
-    ``node.idle.gpu`` runs on every call (``View.raw_amount_reader``), the steps inline."""
-    plain, cpu, memory = name in PLAIN_SCALARS, name == "cpu", name == "memory"
+    ``node.idle.gpu`` runs on every call (``View.raw_amount_reader``), the steps inline.
 
-    def read(raw):
+    A decoded Struct holding a ``structs.Resource`` (the wire path) is read with one C call
+    (``attrgetter("Idle.ScalarResources")``) and its float amount converted inline: about 40
+    % of the generic read's instructions, which a predicate pays once per amount a rule reads.
+    Anything else (a dict, a null resource, a raw without the field, a pruned Struct) raises
+    AttributeError there and takes the generic read, so both give the same value and type
+    (tests/wire/test_resources.py)."""
+    plain, cpu, memory = name in PLAIN_SCALARS, name == "cpu", name == "memory"
+    scalars_of = operator.attrgetter(key + ".ScalarResources")
+    own_of = operator.attrgetter(key + (".MilliCPU" if cpu else ".Memory")) if cpu or memory else None
+
+    def generic(raw):
         resource = raw.get(key) if isinstance(raw, dict) else getattr(raw, key, None)
         if resource is None:
             return 0
@@ -131,6 +144,31 @@ def amount_reader(key: str, name: str):
         if memory:
             return whole((resource.get("Memory") if is_dict else getattr(resource, "Memory", None)) or 0)
         return 0
+
+    def read(raw):
+        try:
+            scalars = scalars_of(raw)
+        except AttributeError:  # not a Struct holding a Resource: the generic read
+            return generic(raw)
+        if scalars:
+            value = scalars.get(name, _ABSENT)
+            if value is not _ABSENT:  # a scalar wins, as it does in from_wire's loop
+                if type(value) is not float:  # null, or a Struct typed otherwise
+                    return generic(raw)
+                if not plain:
+                    value = value / 1000
+                return _trunc(value) if value.is_integer() else value
+        if own_of is None:
+            return 0
+        try:
+            own = own_of(raw)
+        except AttributeError:
+            return generic(raw)
+        if type(own) is not float:  # null (0) or a Struct typed otherwise
+            return generic(raw)
+        if cpu:
+            own = own / 1000
+        return _trunc(own) if own.is_integer() else own
     return read
 
 

@@ -105,6 +105,10 @@ ONE_AMOUNT_RESOURCES = [
     # a scalar named like a built-in resource wins over it, as in from_wire's loop
     '{"MilliCPU": 4000, "Memory": 8, "ScalarResources": {"cpu": 7000, "memory": 9000}}',
     '{"MilliCPU": -1000, "ScalarResources": {"nvidia.com/gpu": 9.223372036854776e21}}',
+    # zeros, halves, nulls and negatives of each kind of amount (the Struct fast path converts inline)
+    '{"MilliCPU": 0, "Memory": 0.5, "ScalarResources": {"nvidia.com/gpu": 0, "pods": 3.5}}',
+    '{"MilliCPU": null, "Memory": null, "ScalarResources": {"ephemeral-storage": 2500}}',
+    '{"MilliCPU": 1, "Memory": -4, "ScalarResources": {"nvidia.com/gpu": -2000, "pods": -1}}',
 ]
 ONE_AMOUNT_NAMES = ["cpu", "memory", "nvidia.com/gpu", "pods", "ephemeral-storage", "nvidia.com/gpumem", "absent"]
 
