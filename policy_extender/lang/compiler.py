@@ -84,9 +84,13 @@ class Compiler:
     def rule(self, checked: CheckedRule) -> CompiledRule:
         rule = checked.rule
         guards = [self.expr(g) for g in checked.guards]
+        if len(guards) == 1 and _bool_valued(checked.guards[0]):
+            applies = guards[0]  # True or False already: no ``is True`` layer (a call less per rule)
+        else:
+            applies = _all_true(guards) if guards else None
         return CompiledRule(
             checked.name, checked.kind, checked.file, rule.span.line, rule.span.column,
-            _all_true(guards) if guards else None, self.expr(rule.expr),
+            applies, self.expr(rule.expr),
             self.template(checked.reason) if checked.reason else None, explainer(rule.expr, self),
             self.source(rule.expr),
             checked.unresolvable, checked.weight, checked.normalize, checked.permit,
@@ -192,8 +196,42 @@ class Compiler:
     def expr_Index(self, node: ast.Index) -> Fn:
         obj, owner = self.expr(node.obj), self.type_of(node.obj)
         if isinstance(node.key, ast.Literal) and isinstance(node.key.value, str) and types.is_map(owner):
-            return _map_get(obj, node.key.value)
+            return self.wire_map_value(node.obj, node.key.value) or _map_get(obj, node.key.value)
         return _index(obj, self.expr(node.key))
+
+    def wire_map_value(self, node, key: str) -> Fn | None:
+        """``task.annotations["x"]`` (a root's map field, a literal key) read off the root's raw
+        object in one ``attrgetter`` where its class gives the field's path (``raw_map_path``:
+        the wire views' Go maps), without the view property's call; through the field itself
+        where the path does not reach (a step None, a dict or absent) and for any other root.
+        The value is ``_map_get``'s: the key's value in a dict, else None."""
+        if not isinstance(node, ast.Field):
+            return None
+        direct = self.root_path(node)
+        if direct is None or direct.count(".") != 1:
+            return None
+        root, field = direct.split(".")
+        get_root, generic = operator.attrgetter(root), operator.attrgetter(direct)
+        last: tuple = (None, None)  # the root class read last and its path, replaced as one tuple
+
+        def value(c):
+            nonlocal last
+            o = get_root(c)
+            kind, path = last
+            if type(o) is not kind:
+                kind = type(o)
+                make = getattr(kind, "raw_map_path", None)
+                path = make(field) if make is not None else None
+                last = (kind, path)
+            if path is None:
+                m = generic(c)
+            else:
+                try:
+                    m = path(o.raw)
+                except AttributeError:
+                    m = generic(c)
+            return m.get(key) if isinstance(m, dict) else None
+        return value
 
     def expr_Call(self, node: ast.Call) -> Fn:
         args = [self.argument(a) for a in node.args]
@@ -438,8 +476,32 @@ def _is_null(node) -> bool:
 
 def _null_test(f: Fn, want_null: bool, span) -> Fn:
     """``x == null`` / ``x != null`` (the usual ``when`` guard): what ``runtime.equal`` answers
-    with the left operand charged by ``_spent``, without the generic comparison."""
-    return lambda c: (_spent(c, f(c), span) is None) is want_null
+    with the left operand charged by ``_spent``, without the generic comparison. A null or a
+    value ``_spent`` charges nothing for (not a string of 64 characters or more, a list or a
+    map) skips the call: the guard of most rules, on every call."""
+    def test(c):
+        v = f(c)
+        if v is None:
+            return want_null
+        kind = type(v)
+        if kind is list or kind is dict or (kind is str and len(v) >= 64):
+            _spent(c, v, span)
+        return not want_null
+    return test
+
+
+#: operators whose compiled closures answer True or False only (never None or another value)
+_BOOL_OPERATORS = frozenset({"and", "or", "==", "!=", "<", "<=", ">", ">=", "in", "not in"})
+
+
+def _bool_valued(node) -> bool:
+    """``node`` compiles to a closure that returns True or False only: a comparison, ``and``,
+    ``or``, ``not`` (each ends in ``is``, ``==`` of scalars, an ordering or ``runtime.equal``)."""
+    if isinstance(node, ast.Binary):
+        return node.op in _BOOL_OPERATORS
+    if isinstance(node, ast.Unary):
+        return node.op == "not"
+    return isinstance(node, ast.Literal) and type(node.value) is bool
 
 
 def _all_true(fns: list[Fn]) -> Fn:

@@ -18,7 +18,7 @@ from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, Se
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
            "Resources", "Counts", "SessionView", "AllocationView", "Tally", "Allocation", "NoSession", "NO_SESSION",
-           "SnapshotEnv", "VIEW_TYPES", "WireResources"]
+           "SnapshotEnv", "VIEW_TYPES", "WireMapping", "WireResources"]
 
 #: Task statuses that count as ready for a job (Volcano's ReadyTaskNum).
 READY_STATUSES = frozenset({2, 8, 16, 32, 128})
@@ -62,17 +62,27 @@ def _string(*keys) -> property:
     return property(read)
 
 
+class WireMapping(property):
+    """A view field that is a Go map on the wire at ``keys`` (a dict, never None). ``path`` is
+    the attribute path of ``keys`` in one ``attrgetter``; ``View.raw_map_path`` gives it to the
+    compiler, which reads ``task.annotations["x"]`` through it without this property's call."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        path = _path(keys)
+
+        def read(view):
+            try:
+                value = path(view.raw)
+            except AttributeError:
+                value = _dig(view.raw, *keys)
+            return value if isinstance(value, dict) else {}
+        super().__init__(read)
+        self.keys, self.path = keys, path
+
+
 def _mapping(*keys) -> property:
     """A Go map: a dict, never None."""
-    path = _path(keys)
-
-    def read(self):
-        try:
-            value = path(self.raw)
-        except AttributeError:
-            value = _dig(self.raw, *keys)
-        return value if isinstance(value, dict) else {}
-    return property(read)
+    return WireMapping(keys)
 
 
 def _number(*keys) -> property:
@@ -141,6 +151,14 @@ class View:
         (called with ``view.raw``), or None when ``field`` is not a ``WireResources`` field."""
         wire = getattr(cls, field, None)
         return amount_reader(wire.key, name) if type(wire) is WireResources else None
+
+    @classmethod
+    def raw_map_path(cls, field: str):
+        """``raw -> the map`` for a ``WireMapping`` field of this class (an ``attrgetter``: it
+        raises AttributeError where a step is None, a dict or absent, and the field's own read
+        then decides), or None for any other field."""
+        wire = getattr(cls, field, None)
+        return wire.path if type(wire) is WireMapping else None
 
     def __repr__(self) -> str:
         ident = _get(self.raw, "UID") or _get(self.raw, "Name") or _get(self.raw, "key")
