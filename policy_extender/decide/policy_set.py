@@ -49,7 +49,8 @@ class PolicySet:
         rules = self._filters
         if not rules:
             return FITS
-        c = Context(env, [None] * self._slots, task=task, node=node)
+        slots = self._slots  # no aggregate: no slot to write, so one empty tuple, not a new list
+        c = Context(env, [None] * slots if slots else (), task=task, node=node)
         rule = None
         try:  # rule.evaluate, once around the loop: the hot path of every predicate call
             for rule in rules:
@@ -68,7 +69,8 @@ class PolicySet:
         names = [n.name for n in nodes]
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
-        contexts = [Context(env, [None] * self._slots, task=task, node=n) for n in nodes]
+        slots = self._slots
+        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]
         for rule in self._rules("score"):
             raw = [_score(rule, c) for c in contexts]
             if all(v is _SKIPPED for v in raw):
