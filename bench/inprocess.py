@@ -3,7 +3,9 @@ WSGI baseline and the bare floor answering the same bodies (no sockets, no gunic
 
 Rounds are interleaved (service, handwritten, bare, service, ...) and timed with the process's
 CPU clock, so background load on a shared machine moves every app alike; the median round is
-reported, with the ratios. This isolates what the app itself costs per call; ``python -m bench``
+reported, with the ratios, and the median of the per-round ratios of the service to the
+hand-written app (whose rounds run back to back), with its middle half (pin the process to one
+core, ``taskset -c 1``, and use ``--rounds 21`` for a steady figure). This isolates what the app itself costs per call; ``python -m bench``
 measures the same apps under a real gunicorn.
 
 ``--session`` opens a session first (the same cluster's onSessionOpen), so the calls take the
@@ -109,6 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  service / handwritten-wsgi = {service / hand:.3f} (engine extra {(service - hand) * 1e6:.1f} us); "
           f"reuse off: {off / hand_off:.3f} ({(off - hand_off) * 1e6:.1f} us); "
           f"service / service-reuse-off = {service / off:.3f}; service / bare = {service / bare:.2f}")
+    # each round's service and hand-written rounds ran back to back: their ratio, round by round,
+    # cancels what the host did over longer spans (the steadiest figure of this script)
+    ratios = sorted(s / h for s, h in zip(rounds["service"], rounds["handwritten-wsgi"]))
+    extras = sorted((s - h) * 1e6 for s, h in zip(rounds["service"], rounds["handwritten-wsgi"]))
+    quarter = len(ratios) // 4
+    print(f"  per round, service / handwritten-wsgi: median {statistics.median(ratios):.3f} "
+          f"(middle half {ratios[quarter]:.3f}-{ratios[-1 - quarter]:.3f}), engine extra median "
+          f"{statistics.median(extras):.1f} us, over {len(ratios)} rounds")
 
 
 if __name__ == "__main__":

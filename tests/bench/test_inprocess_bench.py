@@ -17,5 +17,6 @@ def test_a_short_run_prints_each_app_and_exits_without_store_warnings():
     for app in ("service", "service-reuse-off", "handwritten-wsgi", "handwritten-reuse-off", "bare"):
         assert f"\n  {app} " in run.stdout, run.stdout
     assert "engine extra" in run.stdout
+    assert "per round, service / handwritten-wsgi: median " in run.stdout and "over 1 rounds" in run.stdout
     assert "deleted under this process" not in run.stderr, run.stderr
     assert "did not take" not in run.stderr, run.stderr
