@@ -13,8 +13,8 @@ any worker forks) sets the directory first, and every worker then writes its own
 variable (tests, ``policy-extender serve`` in one process) it renders the in-process registry.
 
 Batching. Writing a multiprocess value takes a lock and an mmap write per value (about 9 us for
-one request's histograms and counters); the service instead calls :func:`note_call` with its
-``RequestRecord`` (or :func:`note_request` with the values), which adds the call's six values to
+one request's histograms and counters); the service instead calls :func:`note_request` with a
+call's values (or :func:`note_call` with its ``RequestRecord``), which adds the six values to
 this process's flat list of pending calls (no lock: ``list.extend`` with a tuple is atomic; strings
 and numbers, which the garbage collector does not track), and a flusher thread per process folds
 them into tallies (:func:`fold`, in C passes over one slice per field) and writes those into the
@@ -306,34 +306,24 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
                  rule: str = "", outcome: str = "") -> None:
     """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring):
     the call's values added to the pending list here, folded into tallies when the flusher takes
-    them (:func:`fold`)."""
-    _note((verb, status_code, seconds, body_bytes, rule, outcome))
-
-
-def note_call(record: Any) -> None:
-    """:func:`note_request` for a verb call's ``RequestRecord`` (``policy_extender.service``). The
-    decision of a non-200 answer is not counted. Inlines ``_note``: this runs on every verb call."""
-    if record.status == 200:
-        values = (record.verb, 200, record.seconds, record.body_bytes, record.rule, record.decision)
-    else:
-        values = (record.verb, record.status, record.seconds, record.body_bytes, "", "")
+    them (:func:`fold`). The dispatch calls this on every verb call."""
     pending = _pending
     if pending.flusher_pid is not process.pid:  # another int object only after a fork
         _start_flusher()
     calls = pending.calls
-    calls.extend(values)  # one atomic extend: a take never splits a call
+    calls.extend((verb, status_code, seconds, body_bytes, rule, outcome))  # one atomic extend
     if len(calls) >= FOLD_AT * FIELDS:
         flush()
 
 
-def _note(values: tuple) -> None:
-    pending = _pending
-    if pending.flusher_pid is not process.pid:
-        _start_flusher()
-    calls = pending.calls
-    calls.extend(values)
-    if len(calls) >= FOLD_AT * FIELDS:
-        flush()
+def note_call(record: Any) -> None:
+    """:func:`note_request` for a verb call's ``RequestRecord`` (``policy_extender.service``). The
+    decision of a non-200 answer is not counted (the dispatch passes a call's values to
+    :func:`note_request` the same way, without building a record)."""
+    if record.status == 200:
+        note_request(record.verb, 200, record.seconds, record.body_bytes, record.rule, record.decision)
+    else:
+        note_request(record.verb, record.status, record.seconds, record.body_bytes)
 
 
 #: gap kind (decide.session_gaps) -> the counter it adds to

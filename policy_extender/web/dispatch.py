@@ -90,17 +90,25 @@ class VerbDispatch:
             start_response(STATUS_LINES.get(status) or status_line(status), [
                 *JSON_HEADERS, ("Content-Length", str(len(reply.body))), *reply.headers,
                 (REQUEST_ID_HEADER, request_id)])
-            record = RequestRecord(kind, status, reply.decision, reply.rule, time.perf_counter() - started,
-                                   size, reply.body.decode() if status != 200 else "")
-            metrics.note_call(record)  # every verb call counted; what Service.report calls, only if any
-            if self.notable is not None and (status != 200 or kind == ON_SESSION_OPEN
-                                             or request_log.isEnabledFor(logging.DEBUG)):
-                try:
-                    self.notable(record)
-                except Exception:  # a log line that cannot be written must not fail the call
-                    log.exception("the log line of a %s call failed", kind)
-            if service.finished:
-                service.report(record)
+            seconds = time.perf_counter() - started
+            # every verb call counted, from its values (the decision of an answer only, as
+            # metrics.note_call counts a record); the RequestRecord is built only for a callback
+            if status == 200:
+                metrics.note_request(kind, 200, seconds, size, reply.rule, reply.decision)
+            else:
+                metrics.note_request(kind, status, seconds, size)
+            notable = self.notable is not None and (status != 200 or kind == ON_SESSION_OPEN
+                                                    or request_log.isEnabledFor(logging.DEBUG))
+            if notable or service.finished:
+                record = RequestRecord(kind, status, reply.decision, reply.rule, seconds, size,
+                                       reply.body.decode() if status != 200 else "")
+                if notable:
+                    try:
+                        self.notable(record)
+                    except Exception:  # a log line that cannot be written must not fail the call
+                        log.exception("the log line of a %s call failed", kind)
+                if service.finished:
+                    service.report(record)
             if marks is not None:
                 self.tracer.end(kind, started, marks)
         finally:

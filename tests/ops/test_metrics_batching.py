@@ -30,6 +30,7 @@ def fresh_metrics() -> metrics.Metrics:
 
 
 def test_batched_tallies_render_exactly_as_observed_one_by_one(monkeypatch):
+    metrics.flush()  # calls an earlier test left pending go to its registry (they failed this test after tests/web)
     immediate, batched = fresh_metrics(), fresh_metrics()
     monkeypatch.setattr(metrics, "_metrics", immediate)
     for i, (seconds, size) in enumerate(zip(LATENCIES * 3, SIZES * 3)):
@@ -208,3 +209,42 @@ def test_folding_many_calls_runs_no_collection():
         gc.callbacks.remove(collected)
     assert sum(tally[0] for tally in requests.values()) == 5000 and decisions
     assert started == []
+
+
+def test_a_served_call_counts_its_values_and_builds_a_record_only_for_a_callback(monkeypatch, tmp_path):
+    """The dispatch passes each verb call's values to note_request: an answer's decision is
+    counted, a refusal's is not; the RequestRecord the request-finished callbacks get carries
+    the same values and a non-200 answer's error."""
+    from policy_extender.config import Config
+    from policy_extender.web import create_app
+    from tests.web.conftest import sample, write_policies
+
+    fresh = fresh_metrics()
+    monkeypatch.setattr(metrics, "_metrics", fresh)
+    metrics.flush()  # what earlier tests left pending goes to their registry, not this one
+    policies = write_policies(tmp_path / "policies", {"deny.policy": 'filter deny: node.name == "nope"\n'})
+    app = create_app(Config(policy_dirs=(str(policies),), session_store=f"sqlite:{tmp_path}/s.sqlite3",
+                            reload_interval=0.0))
+    service = app.extensions["policy_extender"]
+    records = []
+    service.on_request_finished(records.append)
+    client = app.test_client()
+    try:
+        rejected = client.post("/predicate", data=sample("predicate"), content_type="application/json")
+        refused = client.post("/predicate", data=b'{"task":', content_type="application/json")
+    finally:
+        service.stop()
+    assert (rejected.status_code, refused.status_code) == (200, 400)
+    metrics.flush()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for m in fresh.registry.collect() for s in m.samples}
+    requests = {dict(k[1])["code"]: v for k, v in samples.items()
+                if k[0] == metrics.PREFIX + "requests_total" and dict(k[1]).get("verb") == "predicate"}
+    assert requests == {"200": 1.0, "400": 1.0}, requests
+    decisions = {tuple(sorted(dict(k[1]).items())): v for k, v in samples.items()
+                 if k[0] == metrics.PREFIX + "decisions_total"}
+    assert decisions == {(("outcome", "reject"), ("rule", "deny"), ("verb", "predicate")): 1.0}, decisions
+    assert [(r.verb, r.status, r.decision, r.rule, r.body_bytes) for r in records] == [
+        ("predicate", 200, "reject", "deny", len(sample("predicate"))), ("predicate", 400, "error", "", 8)]
+    assert "malformed JSON" in records[1].error and records[0].error == ""
+    assert all(r.seconds > 0 for r in records)
