@@ -24,7 +24,6 @@ from bench import handwritten
 from bench.generate import Bodies, Cluster, ClusterSpec
 from bench.inprocess import call, close, service_app
 from bench.scenarios import predicate_calls
-from policy_extender.service import RequestRecord
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,7 +48,6 @@ def main(argv: list[str] | None = None) -> None:
         policy_set, env = handlers.policy_and_env(service, "predicate")
         request = verb.decode(body, policy_set.reads, env)
         decision = policy_set.predicate(request.task, request.node, env)
-        record = RequestRecord("predicate", 200, "", "", 0.0001, len(body))  # what the dispatch reports
         hand = handwritten.READS
         parts = {
             "whole call: service": lambda: call(app, "/predicate", body),
@@ -60,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
             "session head + pinned set": lambda: handlers.policy_and_env(service, "predicate"),
             "job-in-snapshot check": lambda: env.job(request.task.job_id),
             "decision tally": lambda: service.tally.record_predicate(env.head, request.task, decision, (), "-"),
-            "metrics": lambda: metrics.note_call(record),
+            "metrics": lambda: metrics.note_request("predicate", 200, 0.0001, len(body), "", ""),  # a fit
             "request id": logs.new_request_id,
             "handler (all of the above but the HTTP layer)": lambda: handlers.HANDLERS["predicate"](service, body),
         }

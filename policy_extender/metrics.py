@@ -14,7 +14,7 @@ variable (tests, ``policy-extender serve`` in one process) it renders the in-pro
 
 Batching. Writing a multiprocess value takes a lock and an mmap write per value (about 9 us for
 one request's histograms and counters); the service instead calls :func:`note_request` with a
-call's values (or :func:`note_call` with its ``RequestRecord``), which adds the six values to
+call's values, which adds the six values to
 this process's flat list of pending calls (no lock: ``list.extend`` with a tuple is atomic; strings
 and numbers, which the garbage collector does not track), and a flusher thread per process folds
 them into tallies (:func:`fold`, in C passes over one slice per field) and writes those into the
@@ -306,7 +306,10 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
                  rule: str = "", outcome: str = "") -> None:
     """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring):
     the call's values added to the pending list here, folded into tallies when the flusher takes
-    them (:func:`fold`). The dispatch calls this on every verb call."""
+    them (:func:`fold`). The decision of a non-200 answer (a refusal, a failure) is not counted.
+    The dispatch calls this on every verb call."""
+    if status_code != 200:
+        rule = outcome = ""
     pending = _pending
     if pending.flusher_pid is not process.pid:  # another int object only after a fork
         _start_flusher()
@@ -314,16 +317,6 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
     calls.extend((verb, status_code, seconds, body_bytes, rule, outcome))  # one atomic extend
     if len(calls) >= FOLD_AT * FIELDS:
         flush()
-
-
-def note_call(record: Any) -> None:
-    """:func:`note_request` for a verb call's ``RequestRecord`` (``policy_extender.service``). The
-    decision of a non-200 answer is not counted (the dispatch passes a call's values to
-    :func:`note_request` the same way, without building a record)."""
-    if record.status == 200:
-        note_request(record.verb, 200, record.seconds, record.body_bytes, record.rule, record.decision)
-    else:
-        note_request(record.verb, record.status, record.seconds, record.body_bytes)
 
 
 #: gap kind (decide.session_gaps) -> the counter it adds to

@@ -91,12 +91,8 @@ class VerbDispatch:
                 *JSON_HEADERS, ("Content-Length", str(len(reply.body))), *reply.headers,
                 (REQUEST_ID_HEADER, request_id)])
             seconds = time.perf_counter() - started
-            # every verb call counted, from its values (the decision of an answer only, as
-            # metrics.note_call counts a record); the RequestRecord is built only for a callback
-            if status == 200:
-                metrics.note_request(kind, 200, seconds, size, reply.rule, reply.decision)
-            else:
-                metrics.note_request(kind, status, seconds, size)
+            # every verb call counted from its values; the RequestRecord is built only for a callback
+            metrics.note_request(kind, status, seconds, size, reply.rule, reply.decision)
             notable = self.notable is not None and (status != 200 or kind == ON_SESSION_OPEN
                                                     or request_log.isEnabledFor(logging.DEBUG))
             if notable or service.finished:

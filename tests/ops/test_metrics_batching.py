@@ -139,9 +139,9 @@ def test_unflushed_calls_stay_bounded_without_a_flusher(monkeypatch):
     assert _requests_counted(fresh.registry) + metrics._pending.waiting() == 1000
 
 
-def test_a_request_record_counts_as_note_request_does(monkeypatch):
-    """The service hands its RequestRecord over as it is: an answer's decision is counted, a
-    refusal's or failure's is not (as note_request without an outcome)."""
+def test_a_calls_values_count_its_decision_only_for_an_answer(monkeypatch):
+    """The dispatch hands every call's values over as they are: an answer's decision is counted,
+    a refusal's or failure's is not (as note_request without an outcome)."""
     from policy_extender.service import RequestRecord
 
     by_record, by_note = fresh_metrics(), fresh_metrics()
@@ -151,8 +151,8 @@ def test_a_request_record_counts_as_note_request_does(monkeypatch):
                RequestRecord("predicate", 500, "error", "", 0.003, 1_000, "predicate failed: ..."),
                RequestRecord("predicate", 500, "no_session", "", 0.001, 1_000)]
     monkeypatch.setattr(metrics, "_metrics", by_record)
-    for record in records:
-        metrics.note_call(record)
+    for r in records:
+        metrics.note_request(r.verb, r.status, r.seconds, r.body_bytes, r.rule, r.decision)
     metrics.flush()
     monkeypatch.setattr(metrics, "_metrics", by_note)
     for r in records:
@@ -171,18 +171,16 @@ def test_calls_waiting_for_the_flusher_add_nothing_the_garbage_collector_counts(
     one flat list."""
     import gc
 
-    from policy_extender.service import RequestRecord
-
     monkeypatch.setattr(metrics, "_metrics", fresh_metrics())
     monkeypatch.setattr(metrics._pending, "flusher_pid", metrics.process.pid)  # no flusher thread
     metrics.flush()
-    records = [RequestRecord("predicate", 200, "reject", "zone", 0.001 * i, 137_000) for i in range(2000)]
+    seconds = [0.001 * i for i in range(2000)]
     gc.disable()
     try:
         before = gc.get_count()[0]
-        for i, record in enumerate(records):
-            metrics.note_call(record)
-            metrics.note_request("predicate", 200, 0.001, 137_000, "zone", "reject")
+        for i in range(2000):
+            metrics.note_request("predicate", 200, seconds[i], 137_000, "zone", "reject")
+            metrics.note_request("predicate", 500, 0.001, 137_000, "", "error")
         grown = gc.get_count()[0] - before
     finally:
         gc.enable()
