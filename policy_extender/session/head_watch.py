@@ -80,6 +80,12 @@ class HeadWatch:
                 return seen[1]
         return self._head_slow()
 
+    def last_answer(self) -> tuple | None:
+        """The last answer with what it holds under (the ``_seen`` tuple above), or None: a
+        caller may give what it derived from ``last_answer()[1]`` again while the same test as
+        :meth:`head`'s passes on it (``SessionCache.env``)."""
+        return self._seen
+
     def _head_slow(self) -> Any:
         """The file check when due, then the header: unchanged, the last head is given again
         (until the session expires); changed, or a new map, the store is queried."""

@@ -150,3 +150,86 @@ def test_a_missing_shm_file_falls_back_to_querying(tmp_path):
     for _ in range(3):
         assert watch.head() is None
     assert watch.queries == 3
+
+
+# -- SessionCache.env: the watch's test on the watch's last answer, without calling the watch ------
+
+
+def counting_watch(cache: SessionCache) -> list[int]:
+    """Count the calls of ``cache``'s watch: [calls]."""
+    calls, head = [0], cache._watch.head
+
+    def counted():
+        calls[0] += 1
+        return head()
+    cache._watch.head = counted
+    return calls
+
+
+def test_the_cache_gives_its_env_again_until_another_process_commits(other_process):
+    path, start = other_process
+    run = start()
+    store = SqliteStore(path)
+    cache = SessionCache(store)
+    calls = counting_watch(cache)
+    assert cache.env().open is False
+    run("open")
+    for step in range(3):
+        env = cache.env()
+        assert env.head.seq == step and env.head == store.head()
+        before = calls[0]
+        assert all(cache.env() is env for _ in range(200))
+        assert calls[0] == before  # answered without the watch
+        assert run("allocate") is True
+        assert cache.env().head.seq == step + 1  # the very next call
+    run("close")
+    assert cache.env().open is False and store.head() is None
+
+
+def test_the_cache_reads_a_replaced_file_at_once(tmp_path):
+    path = str(tmp_path / "s.sqlite3")
+    store = SqliteStore(path)
+    cache = SessionCache(store)
+    first = store.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"})
+    assert cache.env().head.session_id == first and cache.env().head.session_id == first
+    other = str(tmp_path / "other.sqlite3")
+    SqliteStore(other).head()
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(other + suffix):
+            os.replace(other + suffix, path + suffix)
+    opened = store.open(SNAPSHOT, "v2", {"a.policy": "filter a: true\n"})
+    assert store.replacements == 1
+    assert cache.env().head.session_id == opened
+
+
+def test_a_forked_child_reads_through_the_watch_before_it_answers_from_the_kept_env(tmp_path):
+    store = SqliteStore(str(tmp_path / "s.sqlite3"))
+    cache = SessionCache(store)
+    opened = store.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"})
+    assert cache.env().head.session_id == opened and cache.env().head.session_id == opened
+    calls = counting_watch(cache)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            same = cache.env().head.session_id == opened
+            os.write(write, f"{same} {calls[0]}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        answer = pipe.read()
+    os.waitpid(child, 0)
+    assert answer == "True 1"
+
+
+def test_the_cache_sees_a_session_expire_without_any_commit(other_process):
+    path, start = other_process
+    start(ttl=0.4)("open")
+    store = SqliteStore(path, ttl_seconds=0.4)
+    cache = SessionCache(store)
+    assert cache.env().open is True
+    deadline = time.time() + 5
+    while (env := cache.env()).open and time.time() < deadline:
+        assert store.head() is not None or time.time() >= env.head.opened_at + 0.4
+    assert cache.env().open is False and store.head() is None
