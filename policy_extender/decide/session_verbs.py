@@ -27,7 +27,7 @@ def current_policy(service: Service) -> Any:
 
 def on_session_open(service: Service, body: bytes) -> Reply:
     streamed = arriving.take(body)
-    if streamed is not None:  # decoded while it arrived (web.dispatch.read_request): the rest now
+    if streamed is not None:  # decoded while it arrived (web.dispatch.read_streamed): the rest now
         policy_set, stream = streamed
         trace.note("decode_while_receiving", stream.busy)
         trace.note("pieces", stream.pieces)

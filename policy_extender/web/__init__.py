@@ -2,7 +2,7 @@
 May import everything below it (service, decide, record, ...); never fixture_runner, replay or commands.
 
 Verb routes (``POST /predicate`` ...) are answered by :class:`dispatch.VerbDispatch`, a thin WSGI
-layer in front of Flask that reads the body and calls ``decide.handlers.respond``; the ops routes
+layer in front of Flask that reads the body and answers as ``decide.handlers.respond`` does; the ops routes
 are a Flask blueprint; every error is a JSON body ``{"error": ...}``. Long-lived state lives in
 ``app.extensions["policy_extender"]`` (:class:`policy_extender.service.Service`).
 """

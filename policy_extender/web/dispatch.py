@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 from policy_extender import metrics, trace
 from policy_extender.decide import names
 from policy_extender.decide.names import ON_SESSION_OPEN
-from policy_extender.decide.handlers import respond
+from policy_extender.decide.handlers import HANDLERS, failed
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.logs import REQUEST_ID_HEADER, drawn_ids, new_request_id, request_id_from, request_id_var, request_log
 from policy_extender.record.capture import begin as begin_capture
@@ -30,7 +30,8 @@ log = logging.getLogger("policy_extender.web")
 
 
 class VerbDispatch:
-    """WSGI middleware: verb paths -> :func:`decide.handlers.respond`, anything else -> ``fallback``.
+    """WSGI middleware: verb paths -> the verb's handler (as :func:`decide.handlers.respond`), anything
+    else -> ``fallback``.
 
     A verb call gets its request id here (``logs.request_id_from``: the caller's ``X-Request-Id``
     when sane, else a new one), bound while it is served and echoed in the answer, as
@@ -71,15 +72,28 @@ class VerbDispatch:
             if environ.get("REQUEST_METHOD") != "POST":
                 reply, body = _not_a_post(kind, environ), b""
             else:
+                # the body, under the verb's limit (VerbError: 415, 413, 408, 400); read here
+                # rather than in a helper for every verb but the two streamed ones
+                streamed = kind in _STREAMED
                 try:
-                    body = read_request(service, kind, environ)
+                    content_type = environ.get("CONTENT_TYPE")
+                    if content_type and content_type != "application/json":  # Volcano's, else the check
+                        check_content_type(environ)
+                    if streamed:
+                        body = read_streamed(service, kind, environ)
+                    else:
+                        body = read_body(environ, service.body_limits[kind], service.config.body_timeout)
+                        if trace.mark is not trace.OFF:  # a call less while tracing is off
+                            trace.mark("received")
                 except VerbError as exc:  # logged once, with the other non-200s, by the request callback
                     reply, body = error_reply(exc.status, exc.message, exc.headers), None
                 else:
-                    try:
-                        reply = respond(service, kind, body)
+                    try:  # decide.handlers.respond, written out
+                        reply = HANDLERS[kind](service, body)
+                    except Exception as exc:
+                        reply = failed(kind, exc)
                     finally:
-                        if kind in _STREAMED:  # only these hand a stream over (read_request)
+                        if streamed:  # only these hand a stream over (read_streamed)
                             arriving.drop()  # a stream no handler took must not keep the body
             if marks is not None:
                 marks.append(("replied", time.perf_counter()))
@@ -119,22 +133,13 @@ def _not_a_post(kind: str, environ: dict) -> Reply:
                        f"Volcano's {kind} is a POST", (("Allow", "POST"),))
 
 
-def read_request(service: Service, kind: str, environ: dict) -> bytes:
-    """The body of one verb call, under the verb's limit; raises VerbError (415, 413, 408, 400).
-
-    An onSessionOpen or prioritize body (the two that grow with the cluster) is decoded while it
-    arrives (``wire.open_stream``, ``wire.prioritize_stream``), pruned to the current policy
-    set's reads; the verb's decoder takes the result (``wire.arriving.hand_over`` / ``take``)."""
-    content_type = environ.get("CONTENT_TYPE")
-    if content_type and content_type != "application/json":  # what Volcano sends, else the check
-        check_content_type(environ)
+def read_streamed(service: Service, kind: str, environ: dict) -> bytes:
+    """The body of an onSessionOpen or prioritize call (the two that grow with the cluster),
+    decoded while it arrives (``wire.open_stream``, ``wire.prioritize_stream``), pruned to the
+    current policy set's reads; the verb's decoder takes the result (``wire.arriving.hand_over``
+    / ``take``). Raises VerbError (413, 408, 400) as ``read_body`` does."""
     limit, timeout = service.body_limits[kind], service.config.body_timeout
-    stream_type = _STREAMED.get(kind)
-    if stream_type is None:
-        body = read_body(environ, limit, timeout)
-        if trace.mark is not trace.OFF:  # a call less while tracing is off
-            trace.mark("received")
-        return body
+    stream_type = _STREAMED[kind]
     policy_set = service.policies.current
     if policy_set is None:
         body = read_body(environ, limit, timeout)

@@ -1,7 +1,7 @@
 """Bodies decoded while they arrive: the hand-over from the body reader to the verb's decoder,
 and where an entry of a Go-encoded map or list begins.
 
-``web.dispatch.read_request`` feeds a stream (``wire.open_stream.OpenStream`` for onSessionOpen,
+``web.dispatch.read_streamed`` feeds a stream (``wire.open_stream.OpenStream`` for onSessionOpen,
 ``wire.prioritize_stream.PrioritizeStream`` for prioritize) while the body arrives, then hands
 it over for this thread's handler, which takes it for that same body object or decodes whole.
 ``entry_start`` finds the candidate element starts both streams, and ``wire.node_reuse``'s walk
