@@ -27,6 +27,12 @@ from policy_extender.wire import arriving, open_stream, prioritize_stream
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 log = logging.getLogger("policy_extender.web")
+_DEBUG = logging.DEBUG
+#: the request log's level -> enabled, as ``Logger.isEnabledFor`` caches it (a dict logging
+#: empties in place whenever a level changes); an empty dict of our own where there is none
+_REQUEST_LOG_LEVELS: dict = getattr(request_log, "_cache", None)
+if not isinstance(_REQUEST_LOG_LEVELS, dict):
+    _REQUEST_LOG_LEVELS = {}
 
 
 class VerbDispatch:
@@ -107,8 +113,15 @@ class VerbDispatch:
             seconds = time.perf_counter() - started
             # every verb call counted from its values; the RequestRecord is built only for a callback
             metrics.note_request(kind, status, seconds, size, reply.rule, reply.decision)
-            notable = self.notable is not None and (status != 200 or kind == ON_SESSION_OPEN
-                                                    or request_log.isEnabledFor(logging.DEBUG))
+            if self.notable is None:
+                notable = False
+            elif status != 200 or kind == ON_SESSION_OPEN:
+                notable = True
+            else:  # a 200 is logged at DEBUG only: request_log.isEnabledFor(DEBUG), from logging's
+                # own per-level cache (a Python call less), asked again once logging cleared it
+                notable = _REQUEST_LOG_LEVELS.get(_DEBUG)
+                if notable is None:
+                    notable = request_log.isEnabledFor(_DEBUG)
             if notable or service.finished:
                 record = RequestRecord(kind, status, reply.decision, reply.rule, seconds, size,
                                        reply.body.decode() if status != 200 else "")
