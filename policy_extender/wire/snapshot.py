@@ -61,6 +61,8 @@ class Snapshot:
         self.jobs = {_key(raw, "UID", uid): JobView(raw, self) for uid, raw in (jobs or {}).items() if raw is not None}
         self.queues = {_key(raw, "Name", key): QueueView(raw, self) for key, raw in (queues or {}).items() if raw is not None}
         self._queues_by_uid = {view.uid: view for view in self.queues.values() if view.uid}
+        if "" not in self.jobs:  # job() in one C call (once per predicate): "" is then no key either
+            self.job = self.jobs.get
 
     def job(self, uid: str):
         return self.jobs.get(uid) if uid else None

@@ -112,3 +112,16 @@ def test_an_open_without_its_maps_or_their_keys_is_refused(body, message, full):
 def test_a_node_of_the_open_is_checked_but_never_parsed(full):
     body = b'{"Jobs": {}, "Queues": {}, "Nodes": {"n1": {"Name": 7, "Tasks": "anything"}, "n2": null}}'
     assert snapshot.load_snapshot(snapshot.from_open_body(body, full)).jobs == {}
+
+
+@pytest.mark.parametrize("jobs", [
+    {"uid-1": {"UID": "uid-1", "Name": "a"}, "uid-2": {"UID": "uid-2", "Name": "b"}},
+    {"uid-1": {"UID": "uid-1", "Name": "a"}, "": {"Name": "keyless"}},  # a job under "" (malformed)
+])
+def test_a_job_is_found_by_its_uid_and_the_empty_uid_finds_none(jobs):
+    """``job()`` is the jobs map's own ``get`` when no job sits under "" (one C call per
+    predicate), the method otherwise: both answer None for "" and for an unknown UID."""
+    loaded = snapshot.Snapshot(jobs, {})
+    assert loaded.job("uid-1").name == "a"
+    assert loaded.job("") is None and loaded.job("nope") is None and loaded.job(None) is None
+    assert ("" in loaded.jobs) == ("" in jobs)
