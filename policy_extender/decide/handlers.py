@@ -22,7 +22,7 @@ from policy_extender.decide.names import PREDICATE
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.decide.session_verbs import current_policy
 from policy_extender.decide.table import VERBS, Verb
-from policy_extender.logs import request_id_var
+from policy_extender.logs import current
 from policy_extender.session.store import SessionLost
 from policy_extender.wire import WireError, decode, encode
 
@@ -160,7 +160,7 @@ def decide_predicate(service: Service, body: bytes) -> Reply:
     audits = audit.predicate(policy_set, task, node, env) if policy_set.audited else ()
     if audits:
         metrics.note_audits(audits)
-    service.tally.record_predicate(head, task, decision, audits, request_id_var.get())
+    service.tally.record_predicate(head, task, decision, audits, current.request_id)
     if decision.fits:
         return Reply(encode.FITS, decision="", rule=decision.rule or "")
     return Reply(encode.predicate(decision), decision="reject", rule=decision.rule or "")

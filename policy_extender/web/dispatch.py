@@ -19,7 +19,7 @@ from policy_extender.decide import names
 from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.decide.handlers import HANDLERS, failed
 from policy_extender.decide.reply import Reply, VerbError, error_reply
-from policy_extender.logs import REQUEST_ID_HEADER, drawn_ids, new_request_id, request_id_from, request_id_var, request_log
+from policy_extender.logs import REQUEST_ID_HEADER, current, drawn_ids, new_request_id, request_id_from, request_log
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.web.http import JSON_HEADERS, STATUS_LINES, check_content_type, read_body, status_line
@@ -66,7 +66,8 @@ class VerbDispatch:
                 request_id = drawn_ids.pop()  # new_request_id(), a call less
             except IndexError:
                 request_id = new_request_id()
-        token = request_id_var.set(request_id)
+        previous = current.request_id  # logs.bind_request_id, written out
+        current.request_id = request_id
         service = self.service
         try:
             started = time.perf_counter()
@@ -135,7 +136,7 @@ class VerbDispatch:
             if marks is not None:
                 self.tracer.end(kind, started, marks)
         finally:
-            request_id_var.reset(token)
+            current.request_id = previous
         if type(body) is mmap.mmap:
             return AnswerThenRelease(reply.body, body)
         return [reply.body]

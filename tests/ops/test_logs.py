@@ -174,3 +174,31 @@ def test_the_service_echoes_and_logs_a_request_id_on_verb_and_ops_routes(capture
     refused = [entry["request_id"] for entry in logged if entry["msg"].startswith("predicate 400")]
     assert refused == ["from-volcano", *new], logged  # the 400s' WARNING lines carry the ids
     assert logs.current_request_id() == logs.NO_REQUEST
+
+
+def test_a_request_id_is_bound_per_thread_and_put_back():
+    """gthread serves requests on several threads at once: each line carries its own thread's
+    request, a thread started meanwhile starts with none, and unbinding restores the previous."""
+    import threading
+
+    outer = logs.bind_request_id("rid-main")
+    seen = {}
+
+    def other():
+        seen["at start"] = logs.current_request_id()
+        token = logs.bind_request_id("rid-other")
+        seen["bound"] = logs.current_request_id()
+        logs.unbind_request_id(token)
+        seen["after"] = logs.current_request_id()
+    try:
+        inner = logs.bind_request_id("rid-nested")
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert logs.current_request_id() == "rid-nested"
+        logs.unbind_request_id(inner)
+        assert logs.current_request_id() == "rid-main"
+    finally:
+        logs.unbind_request_id(outer)
+    assert seen == {"at start": logs.NO_REQUEST, "bound": "rid-other", "after": logs.NO_REQUEST}
+    assert logs.current_request_id() == logs.NO_REQUEST

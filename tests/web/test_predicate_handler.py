@@ -15,7 +15,7 @@ import pytest
 from policy_extender import metrics
 from policy_extender.decide import handlers
 from policy_extender.decide.table import VERBS
-from policy_extender.logs import request_id_var
+from policy_extender.logs import bind_request_id, unbind_request_id
 from tests.tools.wire_fuzz import mutate
 from tests.web.conftest import POLICIES, post, sample, sample_json
 
@@ -45,13 +45,13 @@ def bodies(count: int) -> list[bytes]:
 
 def outcome(handler, service, body: bytes, request_id: str):
     """What the handler answered (the Reply), or the error it raised (type and message)."""
-    token = request_id_var.set(request_id)
+    token = bind_request_id(request_id)
     try:
         return handler(service, body)
     except Exception as exc:  # WireError and the like: respond() answers these
         return type(exc).__name__, str(exc)
     finally:
-        request_id_var.reset(token)
+        unbind_request_id(token)
 
 
 def tallied(service) -> list:
