@@ -102,20 +102,27 @@ def test_a_forked_child_queries_before_it_answers_from_the_header(tmp_path):
     watch = HeadWatch(store)
     opened = store.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"})
     assert watch.head().session_id == opened
+
+    def child() -> str:
+        before = watch.queries
+        return f"{watch.head().session_id == opened} {watch.queries - before}"
+    assert in_forked_child(child) == "True 1"
+
+
+def in_forked_child(run) -> str:
+    """What ``run()`` returns in a forked child of this process."""
     read, write = os.pipe()
     child = os.fork()
     if child == 0:
         try:
-            before = watch.queries
-            same = watch.head().session_id == opened
-            os.write(write, f"{same} {watch.queries - before}".encode())
+            os.write(write, run().encode())
         finally:
             os._exit(0)
     os.close(write)
     with os.fdopen(read) as pipe:
         answer = pipe.read()
     os.waitpid(child, 0)
-    assert answer == "True 1"
+    return answer
 
 
 def test_a_session_expires_without_any_commit(other_process):
@@ -208,19 +215,7 @@ def test_a_forked_child_reads_through_the_watch_before_it_answers_from_the_kept_
     opened = store.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"})
     assert cache.env().head.session_id == opened and cache.env().head.session_id == opened
     calls = counting_watch(cache)
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:
-        try:
-            same = cache.env().head.session_id == opened
-            os.write(write, f"{same} {calls[0]}".encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        answer = pipe.read()
-    os.waitpid(child, 0)
-    assert answer == "True 1"
+    assert in_forked_child(lambda: f"{cache.env().head.session_id == opened} {calls[0]}") == "True 1"
 
 
 def test_the_cache_sees_a_session_expire_without_any_commit(other_process):
