@@ -4,7 +4,8 @@
   :func:`gunicorn_logconfig` is the same thing as a ``logconfig_dict`` for gunicorn, so its
   ``gunicorn.error`` and ``gunicorn.access`` lines come out in the same format.
 * The request id of the request being served lives in a thread-local attribute
-  (``current.request_id``; a request runs on one thread under gthread workers). :class:`RequestIdFilter` copies it onto every record as ``request_id``;
+  (``current.request_id``; a request runs on one thread under gthread workers).
+  :class:`RequestIdFilter` copies it onto every record as ``request_id``;
   :class:`RequestIdMiddleware` (WSGI) binds it for each request, from ``X-Request-Id`` when the
   caller sent a sane one, else a new one, and echoes it in the response; the verb dispatch
   (``web/dispatch.py``) does the same for verb calls itself, one layer less on the hot path.
@@ -26,7 +27,6 @@ from typing import Any, Callable, Iterable
 REQUEST_ID_HEADER = "X-Request-Id"
 NO_REQUEST = "-"
 FORMATS = ("text", "json")
-
 
 
 class _Current(threading.local):
