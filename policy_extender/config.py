@@ -264,6 +264,14 @@ class Config:
                               "(received in 73 ms against 130 here; docs/operations.md, Sizing). "
                               "false: 4 KiB pages, for a host where huge page compaction stalls "
                               "or the slowest calls matter more than the median.", parse_bool)
+    keep_body_maps: bool = option(True, "Keep the memory a body of 32 MiB and more was received into "
+                                  "for the next body of about its size (a worker's last snapshot "
+                                  "and its last large prioritize call; freed to the kernel under "
+                                  "memory pressure, `MADV_FREE`): the next one is received without "
+                                  "touching fresh memory, which cost up to 1 s per 256 MB on a "
+                                  "virtual machine here (docs/operations.md, Sizing). false: "
+                                  "unmap each body after its answer (RSS falls back between "
+                                  "cycles).", parse_bool)
     tally: bool = option(True, "Keep the per-cycle decision tally that `GET /why` and `policy-extender "
                          "why` read (docs/operations.md, \"Why is it pending?\"): each worker adds "
                          "its calls in memory and flushes them to the session store in the "

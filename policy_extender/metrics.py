@@ -83,6 +83,7 @@ class Metrics:
     session_open_late: Any
     audit_decisions: Any
     tally_flush_failures: Any
+    body_maps: Any
     children: dict = field(default_factory=dict)
 
 
@@ -134,6 +135,9 @@ def build() -> Metrics:
         tally_flush_failures=Counter(PREFIX + "tally_flush_failures",
                                      "Flushes of a worker's decision tally that the session store did not take (that tally is lost).",
                                      registry=registry),
+        body_maps=Counter(PREFIX + "body_maps", "Request bodies of 32 MiB and more, by the memory they were received "
+                          "into: new (mapped for the body) or kept (an earlier body's, keep_body_maps).",
+                          ("source",), registry=registry),
     )
 
 
@@ -422,6 +426,11 @@ def count_session(event: str) -> None:
     if event not in SESSION_EVENTS:
         raise ValueError(f"session event {event!r} is not one of {', '.join(SESSION_EVENTS)}")
     _child(metrics().sessions, event).inc()
+
+
+def count_body_map(source: str) -> None:
+    """A body of 32 MiB and more received into ``new`` memory or a ``kept`` map (``web.socket_body``)."""
+    _child(metrics().body_maps, source).inc()
 
 
 def count_late_open() -> None:

@@ -15,7 +15,7 @@ from typing import Callable
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from policy_extender import logs
+from policy_extender import logs, metrics
 from policy_extender.config import Config
 from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
@@ -35,7 +35,7 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
 
     app = Flask("policy_extender")
     svc = Service(config or Config(), sessions=sessions, runtime_dir=runtime_dir)
-    socket_body.configure(svc.config.huge_pages)
+    socket_body.configure(svc.config.huge_pages, svc.config.keep_body_maps, metrics.count_body_map)
     svc.session_gaps = SessionGaps()
     app.extensions["policy_extender"] = svc
     app.register_blueprint(ops)

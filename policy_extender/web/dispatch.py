@@ -22,6 +22,7 @@ from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.logs import REQUEST_ID_HEADER, current, drawn_ids, new_request_id, request_id_from, request_log
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
+from policy_extender.web import socket_body
 from policy_extender.web.http import JSON_HEADERS, STATUS_LINES, check_content_type, read_body, status_line
 from policy_extender.wire import arriving, open_stream, prioritize_stream
 
@@ -178,8 +179,9 @@ _STREAMED = {names.ON_SESSION_OPEN: open_stream.OpenStream, names.PRIORITIZE: pr
 
 class AnswerThenRelease:
     """The answer, holding the request's mapped body (``web.socket_body``: 32 MiB and more)
-    until the server has sent it: unmapping a 268 MB body takes 10-20 ms, which the client
-    then does not wait for (gunicorn calls ``close`` after writing the answer)."""
+    until the server has sent it (gunicorn calls ``close`` after writing the answer), then
+    giving it back to be kept for the next body (``socket_body.give_back``) or unmapped
+    (10-20 ms for 268 MB, which the client then does not wait for)."""
 
     __slots__ = ("_answer", "_body")
 
@@ -190,7 +192,9 @@ class AnswerThenRelease:
         yield self._answer
 
     def close(self) -> None:
-        self._body = None
+        body, self._body = self._body, None
+        if body is not None:
+            socket_body.give_back(body)  # kept only if nothing else refers to it
 
 
 def _size(environ: dict) -> int:

@@ -27,6 +27,18 @@ kernel's transparent huge pages are ``madvise`` or ``always`` (the usual default
 faulted in 2 MiB pages, 128 faults for 256 MB instead of 65,536. Receiving 256 MB over a local
 socket: median 73 ms against 130 ms, 72 ms of system time against 128 (``python -m
 bench.huge_pages``). Off, or where the kernel has them ``never``, 4 KiB pages as before.
+
+A map is kept for the next body of about its size (``give_back``, configuration
+``keep_body_maps``, on by default): receiving into memory touched before costs no page fault,
+where a fresh map's first touch cost 0.1-1.1 s per 256 MB on a virtual machine whose host takes
+back guest memory freed (BENCHMARKS.md, issue 16 item 1). A map is kept only when nothing refers
+to it any more: no Python name (its reference count) and no buffer into it (a msgspec ``Raw``
+decoded from the body holds a memoryview over it, and ``resize`` refuses while one exists); so
+a body that something still reads is never overwritten. Kept, its pages are advised
+``MADV_FREE``: the kernel takes them back when memory runs short instead of swapping them, and
+until then the next body writes over them without a fault. At most ``KEPT_MAPS`` maps, one per
+size (a snapshot's and a large prioritize call's), each resized (``mremap``) to the next body's
+length.
 """
 
 from __future__ import annotations
@@ -35,9 +47,12 @@ import io
 import mmap
 import socket
 import struct
+import sys
 import threading
 import time
 from typing import Any, Callable
+
+from policy_extender import trace
 
 try:  # gunicorn is what serves the service; tests and the fixture runner may run without it
     from gunicorn.http.body import Body, LengthReader
@@ -110,23 +125,111 @@ def _length_reader(environ: dict, length: int) -> Any:
 def _buffer(length: int) -> bytearray | mmap.mmap:
     if length < MAPPED_FROM:
         return bytearray(length)
+    mapped = _kept_map(length) if _keep_maps else None
+    if mapped is not None:
+        _counted("kept")
+        return mapped
     mapped = mmap.mmap(-1, length, flags=_MAP_FLAGS)
     if _huge_pages and _HUGE is not None:
         try:
             mapped.madvise(_HUGE)
         except OSError:  # a kernel without transparent huge pages: 4 KiB pages
             pass
+    _counted("new")
     return mapped
 
 
 _HUGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_FREE = getattr(mmap, "MADV_FREE", None)
 _huge_pages = True
+_keep_maps = True
+#: how many maps a process keeps (``give_back``), and the size ratio within which a kept map
+#: serves a body: a snapshot's map the next snapshot, a large prioritize call's the next one
+KEPT_MAPS = 2
+SIZE_RATIO = 1.25
+_kept: list[mmap.mmap] = []  # oldest first
+_kept_lock = threading.Lock()
+#: ``on_map("new" | "kept")`` for each mapped body (the service counts them in its metrics)
+_on_map: Callable[[str], None] | None = None
+#: references to a map given back when its caller holds the last one: the caller's name,
+#: ``give_back``'s parameter and ``sys.getrefcount``'s own argument
+_OWNER_REFS = 3
 
 
-def configure(huge_pages: bool) -> None:
-    """``huge_pages`` (the configuration's): mapped bodies are ``MADV_HUGEPAGE``, or not."""
-    global _huge_pages
-    _huge_pages = bool(huge_pages)
+def configure(huge_pages: bool, keep_maps: bool = True,
+              on_map: Callable[[str], None] | None = None) -> None:
+    """``huge_pages`` and ``keep_body_maps`` (the configuration's): mapped bodies are
+    ``MADV_HUGEPAGE`` or not, and kept for the next body or not; ``on_map`` is told of each
+    mapped body. Maps kept until now are let go (they were advised under the old setting)."""
+    global _huge_pages, _keep_maps, _on_map
+    _huge_pages, _keep_maps, _on_map = bool(huge_pages), bool(keep_maps), on_map
+    with _kept_lock:
+        dropped = _kept[:]
+        _kept.clear()
+    del dropped  # unmapped here, outside the lock
+
+
+def _counted(source: str) -> None:
+    trace.note("body_map_kept", 1.0 if source == "kept" else 0.0)
+    if _on_map is not None:
+        try:
+            _on_map(source)
+        except Exception:  # a metric must never fail a body read
+            pass
+
+
+def give_back(mapped: Any) -> bool:
+    """Keep ``mapped``, a body's map whose answer was sent, for a later body of about its size
+    (``_kept_map``); True if kept. The caller must hold it in one name, its last reference:
+    when anything else still refers to it (another name, or a buffer such as a msgspec ``Raw``
+    value), it is not kept, so it is never written over while something reads it."""
+    if not _keep_maps or type(mapped) is not mmap.mmap or mapped.closed:
+        return False
+    if sys.getrefcount(mapped) > _OWNER_REFS:
+        return False
+    try:
+        mapped.resize(len(mapped))  # refused (BufferError) while a buffer into the map exists
+        if _FREE is not None:
+            mapped.madvise(_FREE)
+    except (BufferError, OSError, ValueError, TypeError):
+        return False
+    size, dropped = len(mapped), None
+    with _kept_lock:
+        for i, kept in enumerate(_kept):  # one map per size: the newest of a size is kept
+            if _same_size(len(kept), size):
+                dropped = _kept.pop(i)
+                break
+        _kept.append(mapped)
+        if len(_kept) > KEPT_MAPS:
+            dropped = _kept.pop(0)
+    del dropped  # unmapped here, outside the lock
+    return True
+
+
+def _same_size(a: int, b: int) -> bool:
+    return max(a, b) <= min(a, b) * SIZE_RATIO
+
+
+def _kept_map(length: int) -> mmap.mmap | None:
+    """A kept map of about ``length`` bytes, resized to it, else None. Taken out of the list
+    first, so no other request can be handed it."""
+    with _kept_lock:
+        sizes = [(abs(len(kept) - length), i) for i, kept in enumerate(_kept) if _same_size(len(kept), length)]
+        if not sizes:
+            return None
+        mapped = _kept.pop(min(sizes)[1])
+    if len(mapped) != length:
+        try:
+            mapped.resize(length)  # mremap: the pages kept stay, a longer body's tail is new
+        except (BufferError, OSError, ValueError, TypeError):
+            return None
+    return mapped
+
+
+def kept_sizes() -> list[int]:
+    """Sizes of the maps kept now, oldest first (tests, benchmarks)."""
+    with _kept_lock:
+        return [len(kept) for kept in _kept]
 
 
 def _read(reader: Any, length: int, deadline: float | None,

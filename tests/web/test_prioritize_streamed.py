@@ -12,7 +12,7 @@ import pytest
 
 from policy_extender import trace
 from policy_extender.wire import prioritize_stream
-from tests.web.volcano import Server, VolcanoClient, traced_calls
+from tests.web.volcano import Server, VolcanoClient, body_maps, traced_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,10 +67,13 @@ def worker_rss_mb(master: int) -> int:
 
 
 @pytest.mark.slow
-def test_a_streamed_prioritize_answered_before_its_decode_keeps_no_body(tmp_path):
+@pytest.mark.parametrize("keep_maps", [False, True])
+def test_a_streamed_prioritize_answered_before_its_decode_keeps_no_body(tmp_path, keep_maps):
     """Refused after its body was read (``--require-session`` and a score rule that reads the
     session, no session open: 500 before the decode), the streamed body must not stay behind
-    with the worker thread until its next call."""
+    with the worker thread until its next call: with ``keep_body_maps`` off the worker's RSS
+    does not keep it; on, the map is given back after each answer (which it is only when
+    nothing else refers to it) and the second call is received into it."""
     from bench.generate import Bodies, Cluster, ClusterSpec
 
     policies = tmp_path / "policies"
@@ -78,7 +81,8 @@ def test_a_streamed_prioritize_answered_before_its_decode_keeps_no_body(tmp_path
     (policies / "spread.policy").write_text("score spread: 10 - session.node.gpu\n")
     body = Bodies(Cluster(ClusterSpec(nodes=400, pods_per_node=20))).prioritize()
     assert len(body) > 2 * prioritize_stream.STREAM_FROM  # 54 MB: mapped, streamed
-    server = Server(tmp_path, policies, workers=1, threads=1, extra_args=("--require-session", "true"))
+    server = Server(tmp_path, policies, workers=1, threads=1, extra_args=(
+        "--require-session", "true", "--keep-body-maps", str(keep_maps).lower()))
     try:
         server.wait_ready()
         client = VolcanoClient(server.port, timeout=60)
@@ -86,10 +90,15 @@ def test_a_streamed_prioritize_answered_before_its_decode_keeps_no_body(tmp_path
         statuses = [client.raw("prioritize", body)[0] for _ in range(2)]
         after = worker_rss_mb(server.process.pid)
         client.close()
+        maps = body_maps(server.port)
     finally:
         server.stop()
     assert statuses == [500, 500]
-    assert after - before < len(body) / 1e6 / 2, (before, after)
+    if keep_maps:
+        assert maps == {"new": 1.0, "kept": 1.0}, maps
+    else:
+        assert maps == {"new": 2.0}, maps
+        assert after - before < len(body) / 1e6 / 2, (before, after)
 
 
 @pytest.mark.slow
@@ -122,8 +131,11 @@ def test_a_streamed_prioritize_takes_the_nodes_its_tasks_predicates_kept(monkeyp
         answers += [client.raw("prioritize", body), client.raw("prioritize", changed)]
         client.close()
         lines = traced_calls(path, "prioritize", 3)
+        maps = body_maps(server.port)
     finally:
         server.stop()
+    # nothing the kept nodes hold points into a body: each map is given back and received into again
+    assert maps == {"new": 1.0, "kept": 2.0}, maps
     assert predicates == [200] * 200
     assert [status for status, _ in answers] == [200, 200, 200]
     scores = [orjson.loads(answer)["nodeScore"] for _, answer in answers]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -219,6 +220,18 @@ def served(state_dir: Path, policy_dir: Path, store_kind: str, workers: int = 2)
         srv.stop()
         if redis:
             redis.stop()
+
+
+def body_maps(port: int) -> dict[str, float]:
+    """``policy_extender_body_maps_total`` by source (``new``, ``kept``) from the server's /metrics."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    return {source: float(value) for source, value in
+            re.findall(r'^policy_extender_body_maps_total\{source="(\w+)"\} (\S+)$', text, re.M)}
 
 
 def traced_calls(path: Path, verb: str, count: int, wait: float = 10.0) -> list[dict]:
