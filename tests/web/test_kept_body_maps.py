@@ -213,3 +213,54 @@ def test_keep_body_maps_false_maps_every_snapshot_anew(tmp_path):
     assert statuses == [200, 200]
     assert maps == {"new": 2.0}, maps
 
+
+def _tcp_pair():
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        sender = socket.create_connection(listener.getsockname())
+        receiver, _ = listener.accept()
+    return sender, receiver
+
+
+def _reader(sock, buffered: bytes):
+    """What ``_read`` uses of gunicorn's LengthReader (the real one: tests/web/test_socket_body.py)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(unreader=SimpleNamespace(buf=io.BytesIO(buffered), sock=sock), length=None)
+
+
+def test_a_mapped_body_read_whole_arrives_byte_for_byte_into_a_kept_map():
+    import threading
+
+    length = SIZE + 12345
+    data = bytes(i % 251 for i in range(251)) * (length // 251 + 1)
+    data = data[:length]
+    old = filled(length + 100, b"#")  # a kept map holding another body's bytes
+    socket_body.give_back(old)
+    del old
+    sender, receiver = _tcp_pair()
+    with sender, receiver:
+        thread = threading.Thread(target=sender.sendall, args=(data[4096:],))
+        thread.start()
+        body = socket_body._read(_reader(receiver, data[:4096]), length, None)
+        thread.join()
+    assert type(body) is mmap.mmap and len(body) == length
+    assert body[:] == data
+
+
+def test_a_mapped_body_that_stalls_is_cut_off_at_the_deadline():
+    import time
+
+    length = SIZE
+    sender, receiver = _tcp_pair()
+    with sender, receiver:
+        sender.sendall(b"x" * (1 << 20))
+        started = time.monotonic()
+        with pytest.raises(socket_body.BodyTimeout) as raised:
+            socket_body._read(_reader(receiver, b"{"), length, time.monotonic() + 1.0)
+        waited = time.monotonic() - started
+    assert raised.value.got == 1 + (1 << 20)
+    assert 0.9 <= waited < 10, waited  # cut at the deadline, not at the next 2 MiB step
