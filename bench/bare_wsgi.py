@@ -10,6 +10,8 @@ ratio against it.
 
 from __future__ import annotations
 
+import mmap
+
 NEUTRAL_ANSWERS: dict[str, bytes] = {
     "onSessionOpen": b"{}",
     "onSessionClose": b"{}",
@@ -57,4 +59,21 @@ def socket_app(environ: dict, start_response):
         start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
         return [b"not found"]
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
+    return [answer]
+
+
+def kept_socket_app(environ: dict, start_response):
+    """``socket_app`` with the buffer preallocated once: each body's map is given back after the
+    answer, as the service does (``keep_body_maps``), so the next body of about its size is
+    received into memory touched before (``web.socket_body.give_back``)."""
+    from policy_extender.web.dispatch import AnswerThenRelease
+    from policy_extender.web.http import read_body as service_read_body
+    answer = ROUTES.get(environ.get("PATH_INFO", ""))
+    body = service_read_body(environ, 1 << 30)
+    if answer is None:
+        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
+        return [b"not found"]
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
+    if type(body) is mmap.mmap:
+        return AnswerThenRelease(answer, body)
     return [answer]

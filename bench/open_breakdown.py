@@ -15,7 +15,11 @@ other processes on the host hits each alike:
 * ``service-reuse-off`` (only when named in ``--servers``): the service with ``--node-reuse-bytes
   0``: streamed, but no node taken from the ones its predicates kept (the open before it did);
 * ``service-small-pages`` (only when named): the service with ``--huge-pages false``: the body's
-  map in 4 KiB pages (the floor and ``service`` advise it for huge pages, ``web.socket_body``).
+  map in 4 KiB pages (the floor and ``service`` advise it for huge pages, ``web.socket_body``);
+* ``floor-kept`` (only when named): the floor with its buffer preallocated once
+  (``bench.bare_wsgi:kept_socket_app``: each body's map kept for the next, as the service keeps
+  it, ``keep_body_maps``); ``service-unkept``: the service with ``--keep-body-maps false``
+  (a new map for each body, as before it kept them). Each floor that runs gets its own table.
 
 Each open is a new connection from this process (a body file sent with ``sendfile``), timed from
 before the connect to the last byte of the answer (client-measured, upload included); then an
@@ -72,6 +76,8 @@ from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
 from bench.load import Connection, Pool
 from bench.server import ROOT, Server, _RUNNING, command, process_cpu
 
+#: the servers others are measured against (each that runs gets its own table)
+FLOORS = ("floor", "floor-kept")
 PHASES = ("before", "receive", "decode", "encode", "store", "answer")
 #: waits of 0.3 s at most for an open's trace line (a loaded machine flushes late)
 TRACE_WAITS = 20
@@ -173,7 +179,8 @@ def breakdown(record: dict, sent: float, done: float) -> dict:
             "decode": at["decoded"] - at["received"], "encode": at["encoded"] - at["decoded"],
             "store": at["stored"] - at["encoded"], "answer": done - at["stored"],
             "overlapped": values.get("decode_while_receiving", 0.0), "pieces": values.get("pieces", 0),
-            "reused": values.get("nodes_reused", 0), "jobs": values.get("jobs_reused", 0)}
+            "reused": values.get("nodes_reused", 0), "jobs": values.get("jobs_reused", 0),
+            "map_kept": bool(values.get("body_map_kept", 0))}
 
 
 def ms(seconds: float) -> str:
@@ -224,11 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for kind in kinds:
                 store = ("--session-store", f"sqlite:{tmp}/{kind}.sqlite3")
-                if kind == "floor":
-                    servers[kind] = TracedServer("bare-socket", None, workers=args.workers, threads=args.threads)
+                if kind in FLOORS:
+                    servers[kind] = TracedServer("bare-socket" if kind == "floor" else "bare-socket-kept", None,
+                                                 workers=args.workers, threads=args.threads)
                 else:
                     extra = store + (("--node-reuse-bytes", "0") if kind == "service-reuse-off" else ()) \
-                        + (("--huge-pages", "false") if kind == "service-small-pages" else ())
+                        + (("--huge-pages", "false") if kind == "service-small-pages" else ()) \
+                        + (("--keep-body-maps", "false") if kind == "service-unkept" else ())
                     servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", launcher=("bench.open_breakdown", "whole-serve") if kind == "service-whole" else (),
                                                  workers=args.workers, threads=args.threads, extra=extra)
                 servers[kind].start()
@@ -257,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                 for kind, row in rounds[-1].items():
                     line.append(f"{kind} {ms(row['seconds'])} ms (cpu {ms(row['cpu'])}, load {row['load']:.2f}"
                                 + f", worker {row['pid']}" + (", its first open" if row["first"] else "")
-                                + (f", nodes reused {row['reused']}, jobs reused {row['jobs']}" if "reused" in row else "")
+                                + (f", nodes reused {row['reused']}, jobs reused {row['jobs']}, "
+                                   f"{'kept' if row['map_kept'] else 'new'} map" if "reused" in row else "")
                                 + (f", status {row['status']}" if row["status"] != 200 else "") + ")")
                 print("  ".join(line), flush=True)
         finally:
@@ -270,34 +280,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(rounds: list[dict[str, dict]], kinds: list[str]) -> None:
-    services = [k for k in kinds if k != "floor"]
-    print("\nper round (ms; ratio = service / floor of the same round):\n")
-    print("| round | load | floor | " + " | ".join(f"{k} | ratio" for k in services) + " |")
-    print("|---|---|---|" + "---|---|" * len(services))
-    for n, r in enumerate(rounds, 1):
-        floor = r.get("floor", {}).get("seconds")
-        cells = []
-        for k in services:
-            s = r[k]["seconds"]
-            cells += [ms(s), f"{s / floor:.2f}" if floor else "-"]
-        print(f"| {n} | {r[kinds[0]]['load']:.2f} | {ms(floor) if floor else '-'} | " + " | ".join(cells) + " |")
+    for base in [k for k in FLOORS if k in kinds] or [None]:
+        against(rounds, kinds, base)
     med = lambda k, f: statistics.median(r[k][f] for r in rounds if f in r[k])  # noqa: E731
-    if "floor" in kinds:
-        cells = []
-        for k in services:
-            ratios = [r[k]["seconds"] / r["floor"]["seconds"] for r in rounds]
-            cells += [ms(med(k, "seconds")), f"{statistics.median(ratios):.2f}"]
-        print(f"| median | | {ms(med('floor', 'seconds'))} | " + " | ".join(cells) + " |")
-        for k in services:
-            steady = [r for r in rounds if not r[k].get("first")]
-            if len(steady) < len(rounds):  # a round that was a worker's first open: the others alone too
-                ratios = [r[k]["seconds"] / r["floor"]["seconds"] for r in steady]
-                print(f"{k}: {len(rounds) - len(steady)} round(s) a worker's first open; the other {len(steady)}: median "
-                      + (f"{ms(statistics.median(r[k]['seconds'] for r in steady))} ms, ratio {statistics.median(ratios):.2f}"
-                         if steady else "-"))
-        for k in services:
-            worst = max(r[k]["seconds"] for r in rounds)
-            print(f"{k}: slowest open {ms(worst)} ms; ratio max {max(r[k]['seconds'] / r['floor']['seconds'] for r in rounds):.2f}")
     print("\nwhere the time goes (medians over the rounds, ms):\n")
     print("| server | total | " + " | ".join(PHASES) + " | decode overlapped with receive | worker CPU |")
     print("|---|---|" + "---|" * len(PHASES) + "---|---|")
@@ -307,6 +292,38 @@ def report(rounds: list[dict[str, dict]], kinds: list[str]) -> None:
                   + f" | {ms(med(k, 'overlapped'))} ({statistics.median(r[k]['pieces'] for r in rounds):.0f} pieces) | {ms(med(k, 'cpu'))} |")
         else:
             print(f"| {k} | {ms(med(k, 'seconds'))} | " + " | ".join("" for _ in PHASES) + f" | | {ms(med(k, 'cpu'))} |")
+
+
+def against(rounds: list[dict[str, dict]], kinds: list[str], base: str | None) -> None:
+    """The per-round table and medians with ratios to the floor ``base`` (None: no floor ran)."""
+    services = [k for k in kinds if k != base]
+    print(f"\nper round (ms; ratio = server / {base} of the same round):\n")
+    print(f"| round | load | {base} | " + " | ".join(f"{k} | ratio" for k in services) + " |")
+    print("|---|---|---|" + "---|---|" * len(services))
+    for n, r in enumerate(rounds, 1):
+        floor = r.get(base, {}).get("seconds")
+        cells = []
+        for k in services:
+            s = r[k]["seconds"]
+            cells += [ms(s), f"{s / floor:.2f}" if floor else "-"]
+        print(f"| {n} | {r[kinds[0]]['load']:.2f} | {ms(floor) if floor else '-'} | " + " | ".join(cells) + " |")
+    med = lambda k, f: statistics.median(r[k][f] for r in rounds if f in r[k])  # noqa: E731
+    if base is not None:
+        cells = []
+        for k in services:
+            ratios = [r[k]["seconds"] / r[base]["seconds"] for r in rounds]
+            cells += [ms(med(k, "seconds")), f"{statistics.median(ratios):.2f}"]
+        print(f"| median | | {ms(med(base, 'seconds'))} | " + " | ".join(cells) + " |")
+        for k in services:
+            steady = [r for r in rounds if not r[k].get("first")]
+            if len(steady) < len(rounds):  # a round that was a worker's first open: the others alone too
+                ratios = [r[k]["seconds"] / r[base]["seconds"] for r in steady]
+                print(f"{k}: {len(rounds) - len(steady)} round(s) a worker's first open; the other {len(steady)}: median "
+                      + (f"{ms(statistics.median(r[k]['seconds'] for r in steady))} ms, ratio {statistics.median(ratios):.2f}"
+                         if steady else "-"))
+        for k in services:
+            worst = max(r[k]["seconds"] for r in rounds)
+            print(f"{k}: slowest open {ms(worst)} ms; ratio max {max(r[k]['seconds'] / r[base]['seconds'] for r in rounds):.2f}")
 
 
 def whole_serve(argv: list[str]) -> int:

@@ -5,6 +5,7 @@ Three kinds of server, all under the service's own gunicorn settings
 
 * ``bare``: ``bench.bare_wsgi:app`` (the HTTP floor); ``bare-socket``: the same reading the body
   the service's way (``bench.bare_wsgi:socket_app``, the stricter floor; not in the default set);
+  ``bare-socket-kept``: that floor with each large body's map kept for the next (``kept_socket_app``);
 * ``handwritten`` / ``handwritten-wsgi``: ``bench.handwritten`` as Flask / as plain WSGI;
 * ``service``: the real ``policy-extender serve`` on ``bench/policies``.
 
@@ -34,7 +35,7 @@ POLICY_DIR = Path(__file__).resolve().parent / "policies"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: the default 16 MiB limit answers 413 to prioritize over 500 nodes (~96 MB): raised as an operator would
 SERVICE_BODY_LIMITS = "onSessionOpen=512MiB,prioritize=256MiB"
-APPS = {"bare": "bench.bare_wsgi:app", "bare-socket": "bench.bare_wsgi:socket_app", "handwritten": "bench.handwritten:app", "handwritten-wsgi": "bench.handwritten:wsgi_app"}
+APPS = {"bare": "bench.bare_wsgi:app", "bare-socket": "bench.bare_wsgi:socket_app", "bare-socket-kept": "bench.bare_wsgi:kept_socket_app", "handwritten": "bench.handwritten:app", "handwritten-wsgi": "bench.handwritten:wsgi_app"}
 
 
 def free_port() -> int:

@@ -35,3 +35,20 @@ def test_open_phases_from_a_trace_line_and_the_client_times():
     assert round(got["decode"], 6) == 0.02 and round(got["store"], 6) == 0.009
     assert round(got["answer"], 6) == 0.01 and got["pieces"] == 125 and got["overlapped"] == 0.2
     assert got["reused"] == 499
+
+
+def test_the_report_measures_every_server_against_each_floor_that_ran(capsys):
+    from bench.open_breakdown import report
+
+    def row(seconds: float) -> dict:
+        return {"seconds": seconds, "cpu": seconds, "load": 1.0}
+
+    rounds = [{"floor": row(0.4), "floor-kept": row(0.1), "service": row(0.2)},
+              {"floor": row(0.8), "floor-kept": row(0.2), "service": row(0.2)}]
+    report(rounds, ["floor", "floor-kept", "service"])
+    out = capsys.readouterr().out
+    assert "ratio = server / floor of the same round" in out
+    assert "ratio = server / floor-kept of the same round" in out
+    assert "| 1 | 1.00 | 400 | 100 | 0.25 | 200 | 0.50 |" in out
+    assert "| 2 | 1.00 | 200 | 800 | 4.00 | 200 | 1.00 |" in out
+    assert "service: slowest open 200 ms; ratio max 2.00" in out  # against floor-kept
