@@ -3,15 +3,13 @@ workers) over loopback, called the way Volcano's extender plugin calls it."""
 
 from __future__ import annotations
 
-import http.client
 import time
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.web.conftest import sample, write_policies
 from tests.web.test_session_gaps import SNAPSHOT_POLICIES
-from tests.web.volcano import Server, VolcanoClient
+from tests.web.volcano import Server, VolcanoClient, metric_samples
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +28,6 @@ def serve(tmp_path):
     yield start
     for server in servers:
         server.stop()
-
-
-def metric_samples(port: int) -> dict[tuple, float]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        connection.request("GET", "/metrics")
-        text = connection.getresponse().read().decode()
-    finally:
-        connection.close()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def test_calls_without_a_session_are_counted_across_workers_and_warned_once_per_worker(serve, tmp_path):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -222,16 +221,24 @@ def served(state_dir: Path, policy_dir: Path, store_kind: str, workers: int = 2)
             redis.stop()
 
 
+def metric_samples(port: int) -> dict[tuple, float]:
+    """Every sample of the server's /metrics: (name, sorted label pairs) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
 def body_maps(port: int) -> dict[str, float]:
     """``policy_extender_body_maps_total`` by source (``new``, ``kept``) from the server's /metrics."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
-    finally:
-        conn.close()
-    return {source: float(value) for source, value in
-            re.findall(r'^policy_extender_body_maps_total\{source="(\w+)"\} (\S+)$', text, re.M)}
+    return {dict(labels)["source"]: value for (name, labels), value in metric_samples(port).items()
+            if name == "policy_extender_body_maps_total"}
 
 
 def traced_calls(path: Path, verb: str, count: int, wait: float = 10.0) -> list[dict]:
