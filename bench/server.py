@@ -169,6 +169,16 @@ def status_kb(pid: int, key: str) -> int:
     return 0
 
 
+def lazyfree_kb(pid: int) -> int:
+    """The process's pages advised ``MADV_FREE`` and not written since (``LazyFree`` of
+    ``/proc/PID/smaps_rollup``): counted in its RSS until the kernel takes them back, e.g. the
+    service's kept body maps (``keep_body_maps``)."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("LazyFree:"):
+            return int(line.split()[1])
+    return 0
+
+
 def reset_peak_rss(pid: int) -> bool:
     """Resets VmHWM to the current RSS (Linux ``clear_refs`` 5); False where not allowed."""
     try:
