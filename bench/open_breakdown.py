@@ -180,7 +180,7 @@ def breakdown(record: dict, sent: float, done: float) -> dict:
             "store": at["stored"] - at["encoded"], "answer": done - at["stored"],
             "overlapped": values.get("decode_while_receiving", 0.0), "pieces": values.get("pieces", 0),
             "reused": values.get("nodes_reused", 0), "jobs": values.get("jobs_reused", 0),
-            "map_kept": bool(values.get("body_map_kept", 0))}
+            "map_kept": values.get("body_map_kept")}  # None: a body under 32 MiB (not mapped)
 
 
 def ms(seconds: float) -> str:
@@ -266,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                 for kind, row in rounds[-1].items():
                     line.append(f"{kind} {ms(row['seconds'])} ms (cpu {ms(row['cpu'])}, load {row['load']:.2f}"
                                 + f", worker {row['pid']}" + (", its first open" if row["first"] else "")
-                                + (f", nodes reused {row['reused']}, jobs reused {row['jobs']}, "
-                                   f"{'kept' if row['map_kept'] else 'new'} map" if "reused" in row else "")
+                                + (f", nodes reused {row['reused']}, jobs reused {row['jobs']}" if "reused" in row else "")
+                                + (f", {'kept' if row['map_kept'] else 'new'} map" if row.get("map_kept") is not None else "")
                                 + (f", status {row['status']}" if row["status"] != 200 else "") + ")")
                 print("  ".join(line), flush=True)
         finally:

@@ -34,6 +34,9 @@ def test_open_phases_from_a_trace_line_and_the_client_times():
     assert round(got["before"], 6) == 0.01 and round(got["receive"], 6) == 0.3
     assert round(got["decode"], 6) == 0.02 and round(got["store"], 6) == 0.009
     assert round(got["answer"], 6) == 0.01 and got["pieces"] == 125 and got["overlapped"] == 0.2
+    assert got["map_kept"] is None, "no body_map_kept note: the body was not mapped"
+    record["values"]["body_map_kept"] = 1.0
+    assert breakdown(record, sent=9.99, done=10.34)["map_kept"] == 1.0
     assert got["reused"] == 499
 
 
