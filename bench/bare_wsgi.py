@@ -41,25 +41,24 @@ def read_body(environ: dict) -> int:
     return int(environ.get("CONTENT_LENGTH") or 0) - left
 
 
-def app(environ: dict, start_response):
-    answer = ROUTES.get(environ.get("PATH_INFO", ""))
-    read_body(environ)
+def _respond(start_response, answer: bytes | None) -> list[bytes]:
+    """The verb's neutral answer, or 404 for a path that is no verb."""
     if answer is None:
         start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
         return [b"not found"]
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
     return [answer]
+
+
+def app(environ: dict, start_response):
+    read_body(environ)
+    return _respond(start_response, ROUTES.get(environ.get("PATH_INFO", "")))
 
 
 def socket_app(environ: dict, start_response):
     from policy_extender.web.http import read_body as service_read_body
-    answer = ROUTES.get(environ.get("PATH_INFO", ""))
     service_read_body(environ, 1 << 30)
-    if answer is None:
-        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
-        return [b"not found"]
-    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
-    return [answer]
+    return _respond(start_response, ROUTES.get(environ.get("PATH_INFO", "")))
 
 
 def kept_socket_app(environ: dict, start_response):
@@ -68,12 +67,8 @@ def kept_socket_app(environ: dict, start_response):
     received into memory touched before (``web.socket_body.give_back``)."""
     from policy_extender.web.dispatch import AnswerThenRelease
     from policy_extender.web.http import read_body as service_read_body
-    answer = ROUTES.get(environ.get("PATH_INFO", ""))
     body = service_read_body(environ, 1 << 30)
-    if answer is None:
-        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
-        return [b"not found"]
-    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
+    reply = _respond(start_response, ROUTES.get(environ.get("PATH_INFO", "")))
     if type(body) is mmap.mmap:
-        return AnswerThenRelease(answer, body)
-    return [answer]
+        return AnswerThenRelease(reply[0], body)
+    return reply

@@ -163,18 +163,20 @@ def busy_cpu_seconds() -> float:
 
 
 def status_kb(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
+    return _proc_kb(f"/proc/{pid}/status", key)
 
 
 def lazyfree_kb(pid: int) -> int:
     """The process's pages advised ``MADV_FREE`` and not written since (``LazyFree`` of
     ``/proc/PID/smaps_rollup``): counted in its RSS until the kernel takes them back, e.g. the
     service's kept body maps (``keep_body_maps``)."""
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("LazyFree:"):
+    return _proc_kb(f"/proc/{pid}/smaps_rollup", "LazyFree")
+
+
+def _proc_kb(path: str, key: str) -> int:
+    """The kB figure of the ``key:`` line of a /proc file, 0 when it has none."""
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(key + ":"):
             return int(line.split()[1])
     return 0
 

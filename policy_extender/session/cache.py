@@ -33,10 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_extender import process
 from policy_extender.session.allocation import Allocation, decode_allocation
 from policy_extender.session.counts import Counters, Move
 from policy_extender.session.env import JobsAndQueues, SessionEnv, queue_name_of
-from policy_extender import process
 from policy_extender.session.head_watch import HEADER_BYTES, watch_for
 from policy_extender.session.store import Change, Head, SessionLost, SessionStore
 from policy_extender.wire.session_views import NO_SESSION
