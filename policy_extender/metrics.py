@@ -14,7 +14,7 @@ variable (tests, ``policy-extender serve`` in one process) it renders the in-pro
 
 Batching. Writing a multiprocess value takes a lock and an mmap write per value (about 9 us for
 one request's histograms and counters); the service instead calls :func:`note_request` with a
-call's values, which adds the six values to
+call's values (the verb dispatch writes it out, on ``PENDING``), which adds the six values to
 this process's flat list of pending calls (no lock: ``list.extend`` with a tuple is atomic; strings
 and numbers, which the garbage collector does not track), and a flusher thread per process folds
 them into tallies (:func:`fold`, in C passes over one slice per field) and writes those into the
@@ -304,6 +304,10 @@ FOLD_AT = 20000
 
 
 _pending = _Pending()
+#: :func:`note_request`'s pending calls and their bound, for the dispatch, which writes
+#: ``note_request`` out on every verb call (a Python call less: 0.5 us in context, BENCHMARKS.md)
+PENDING = _pending
+CALLS_AT_MOST = FOLD_AT * FIELDS
 
 
 def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
@@ -311,15 +315,16 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
     """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring):
     the call's values added to the pending list here, folded into tallies when the flusher takes
     them (:func:`fold`). The decision of a non-200 answer (a refusal, a failure) is not counted.
-    The dispatch calls this on every verb call."""
+    The verb dispatch (``web.dispatch``) does the same, written out, on every verb call; the
+    served test in tests/ops/test_metrics_batching.py holds it to the same counts."""
     if status_code != 200:
         rule = outcome = ""
     pending = _pending
     if pending.flusher_pid is not process.pid:  # another int object only after a fork
-        _start_flusher()
+        start_flusher()
     calls = pending.calls
     calls.extend((verb, status_code, seconds, body_bytes, rule, outcome))  # one atomic extend
-    if len(calls) >= FOLD_AT * FIELDS:
+    if len(calls) >= CALLS_AT_MOST:
         flush()
 
 
@@ -334,7 +339,7 @@ def note_session_gap(gap: str, verb: str) -> None:
         raise ValueError(f"session gap {gap!r} is not one of {', '.join(_GAP_COUNTERS)}")
     pending = _pending
     if pending.flusher_pid != process.pid:
-        _start_flusher()
+        start_flusher()
     with pending.lock:
         pending.gaps[(gap, verb)] = pending.gaps.get((gap, verb), 0) + 1
 
@@ -344,7 +349,7 @@ def note_audits(audits) -> None:
     batched like :func:`note_request`."""
     pending = _pending
     if pending.flusher_pid != process.pid:
-        _start_flusher()
+        start_flusher()
     with pending.lock:
         for a in audits:
             if a.outcome != "skip":
@@ -396,7 +401,7 @@ def _add_to_histogram(child: Any, total: float, per_bucket: list[int]) -> None:
             bucket.inc(count)
 
 
-def _start_flusher() -> None:
+def start_flusher() -> None:
     """This process's flusher thread (again after a fork: threads do not survive it)."""
     with _lock:
         if _pending.flusher_pid == process.pid:

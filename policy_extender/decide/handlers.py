@@ -18,11 +18,11 @@ import orjson
 
 from policy_extender import metrics
 from policy_extender.decide import audit, observe
+from policy_extender.decide.decisions import FITS
 from policy_extender.decide.names import PREDICATE
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.decide.session_verbs import current_policy
 from policy_extender.decide.table import VERBS, Verb
-from policy_extender.logs import current
 from policy_extender.session.store import SessionLost
 from policy_extender.wire import WireError, decode, encode
 
@@ -160,12 +160,16 @@ def decide_predicate(service: Service, body: bytes) -> Reply:
     audits = audit.predicate(policy_set, task, node, env) if policy_set.audited else ()
     if audits:
         metrics.note_audits(audits)
-    service.tally.record_predicate(head, task, decision, audits, current.request_id)
+    service.tally.record_predicate(head, task, decision, audits)  # it reads the request id if it needs it
+    if decision is FITS:  # every rule passed: one answer, built once
+        return _FITS_REPLY
     if decision.fits:
         return Reply(encode.FITS, decision="", rule=decision.rule or "")
     return Reply(encode.predicate(decision), decision="reject", rule=decision.rule or "")
 
 
+#: the answer to a predicate call every filter rule passed (``decisions.FITS``)
+_FITS_REPLY = Reply(encode.FITS, decision="", rule="")
 #: a decoded TaskView's job UID (``job_id``) in one C call
 _TASK_JOB = operator.attrgetter("raw.Job")
 

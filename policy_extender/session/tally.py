@@ -56,6 +56,7 @@ from itertools import compress
 from typing import Any
 
 from policy_extender import process
+from policy_extender.logs import current
 from policy_extender.decide.names import PREDICATE, PRIORITIZE
 from policy_extender.metrics import take_all
 
@@ -198,12 +199,13 @@ class Tally:
         with self._lock:
             self.cycle(head)
 
-    def record_predicate(self, head, task, decision, audits=(), request_id: str = "-") -> None:
+    def record_predicate(self, head, task, decision, audits=(), request_id: str | None = None) -> None:
         """The hot path (one call per node per task): the task's name (from a cache by UID) and
         the call's values added to a flat list with one ``extend``, no lock (``list.extend`` with
         a tuple is atomic), nothing the garbage collector tracks. The flusher folds them into the
         cycle's aggregate (``_fold_predicates``), as does a read of ``/why``; past ``FOLD_AT``
-        waiting calls, the calling thread does."""
+        waiting calls, the calling thread does. ``request_id`` None: this thread's
+        (``logs.current``), read only for a rejection or audits, which keep it."""
         if head is None or not self.enabled:
             return
         if self._flusher_pid is not process.pid:  # another int object only after a fork
@@ -224,10 +226,14 @@ class Tally:
                 self._fold_predicates()
         else:
             rejected = self._rejected
+            if request_id is None:
+                request_id = current.request_id
             rejected.extend((head, name, decision, request_id))
             if len(rejected) >= FOLD_AT * REJECTION_FIELDS:
                 self._fold_predicates()
         if audits:
+            if request_id is None:
+                request_id = current.request_id
             with self._lock:
                 _audits(self.cycle(head), f"task{SEP}{name}{SEP}", audits, request_id)
 

@@ -14,12 +14,13 @@ import mmap
 import time
 from typing import Any, Callable, Iterable
 
-from policy_extender import metrics, trace
+from policy_extender import metrics, process, trace
 from policy_extender.decide import names
 from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.decide.handlers import HANDLERS, failed
 from policy_extender.decide.reply import Reply, VerbError, error_reply
-from policy_extender.logs import REQUEST_ID_HEADER, current, drawn_ids, new_request_id, request_id_from, request_log
+from policy_extender.logs import (NO_REQUEST, REQUEST_ID_HEADER, current, drawn_ids, new_request_id, request_id_from,
+                                  request_log)
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.web import socket_body
@@ -27,6 +28,8 @@ from policy_extender.web.http import JSON_HEADERS, STATUS_LINES, check_content_t
 from policy_extender.wire import arriving, open_stream, prioritize_stream
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
+_JSON_CONTENT = JSON_HEADERS[0]
+_METRICS, _METRIC_CALLS_AT_MOST = metrics.PENDING, metrics.CALLS_AT_MOST
 log = logging.getLogger("policy_extender.web")
 _DEBUG = logging.DEBUG
 #: the request log's level -> enabled, as ``Logger.isEnabledFor`` caches it (a dict logging
@@ -67,8 +70,7 @@ class VerbDispatch:
                 request_id = drawn_ids.pop()  # new_request_id(), a call less
             except IndexError:
                 request_id = new_request_id()
-        previous = current.request_id  # logs.bind_request_id, written out
-        current.request_id = request_id
+        current.request_id = request_id  # logs.bind_request_id, written out (put back below)
         service = self.service
         try:
             started = time.perf_counter()
@@ -109,12 +111,26 @@ class VerbDispatch:
             if capture is not None:
                 capture.finish(reply.status, reply.body, body)
             status = reply.status
-            start_response(STATUS_LINES.get(status) or status_line(status), [
-                *JSON_HEADERS, ("Content-Length", str(len(reply.body))), *reply.headers,
-                (REQUEST_ID_HEADER, request_id)])
+            if status == 200 and not reply.headers:  # nearly every call: one list, nothing unpacked
+                start_response("200 OK", [_JSON_CONTENT, ("Content-Length", str(len(reply.body))),
+                                          (REQUEST_ID_HEADER, request_id)])
+            else:
+                start_response(STATUS_LINES.get(status) or status_line(status), [
+                    *JSON_HEADERS, ("Content-Length", str(len(reply.body))), *reply.headers,
+                    (REQUEST_ID_HEADER, request_id)])
             seconds = time.perf_counter() - started
-            # every verb call counted from its values; the RequestRecord is built only for a callback
-            metrics.note_request(kind, status, seconds, size, reply.rule, reply.decision)
+            # every verb call counted from its values (metrics.note_request, written out: a
+            # Python call less); the RequestRecord is built only for a callback
+            pending = _METRICS
+            if pending.flusher_pid is not process.pid:  # another int object only after a fork
+                metrics.start_flusher()
+            calls = pending.calls
+            if status == 200:
+                calls.extend((kind, status, seconds, size, reply.rule, reply.decision))  # atomic
+            else:  # the decision of a refusal or a failure is not counted
+                calls.extend((kind, status, seconds, size, "", ""))
+            if len(calls) >= _METRIC_CALLS_AT_MOST:
+                metrics.flush()
             if self.notable is None:
                 notable = False
             elif status != 200 or kind == ON_SESSION_OPEN:
@@ -137,7 +153,10 @@ class VerbDispatch:
             if marks is not None:
                 self.tracer.end(kind, started, marks)
         finally:
-            current.request_id = previous
+            # put back: a verb call is never nested in another (the server calls the app once
+            # per request on its thread), so what was there is NO_REQUEST; not read, as
+            # logs.bind_request_id would
+            current.request_id = NO_REQUEST
         if type(body) is mmap.mmap:
             return AnswerThenRelease(reply.body, body)
         return [reply.body]

@@ -4,6 +4,7 @@ summed across worker processes whose flusher threads write while they keep runni
 
 from __future__ import annotations
 
+import io
 import os
 
 import pytest
@@ -125,11 +126,11 @@ def test_no_call_is_lost_when_a_flush_takes_the_calls_while_threads_add_more(mon
 
 def test_unflushed_calls_stay_bounded_without_a_flusher(monkeypatch):
     """A flusher that cannot keep up (or is gone) must not let the calls list grow without bound:
-    past FOLD_AT the calling thread flushes them, and none is lost."""
+    past CALLS_AT_MOST the calling thread flushes them, and none is lost."""
     fresh = fresh_metrics()
     monkeypatch.setattr(metrics, "_metrics", fresh)
     metrics.flush()
-    monkeypatch.setattr(metrics, "FOLD_AT", 50)
+    monkeypatch.setattr(metrics, "CALLS_AT_MOST", 50 * metrics.FIELDS)
     monkeypatch.setattr(metrics._pending, "flusher_pid", metrics.process.pid)  # no flusher thread runs
     longest = 0
     for _ in range(1000):
@@ -137,6 +138,37 @@ def test_unflushed_calls_stay_bounded_without_a_flusher(monkeypatch):
         longest = max(longest, metrics._pending.waiting())
     assert longest < 50
     assert _requests_counted(fresh.registry) + metrics._pending.waiting() == 1000
+
+
+def test_the_dispatch_bounds_unflushed_calls_as_note_request_does(monkeypatch, tmp_path):
+    """The dispatch writes note_request out: served calls with no flusher running stay under
+    its bound too, and every call is counted."""
+    from policy_extender.config import Config
+    from policy_extender.web import create_app, dispatch
+    from tests.web.conftest import sample, write_policies
+
+    fresh = fresh_metrics()
+    monkeypatch.setattr(metrics, "_metrics", fresh)
+    metrics.flush()
+    monkeypatch.setattr(dispatch, "_METRIC_CALLS_AT_MOST", 10 * metrics.FIELDS)
+    monkeypatch.setattr(metrics._pending, "flusher_pid", metrics.process.pid)  # no flusher thread runs
+    policies = write_policies(tmp_path / "policies", {"any.policy": 'filter big: node.name != "nope"\n'})
+    app = create_app(Config(policy_dirs=(str(policies),), session_store=f"sqlite:{tmp_path}/s.sqlite3",
+                            reload_interval=0.0))
+    service = app.extensions["policy_extender"]
+    longest = 0
+    try:
+        for _ in range(100):
+            answer = app.wsgi_app({"REQUEST_METHOD": "POST", "PATH_INFO": "/predicate",
+                                   "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(sample("predicate"))),
+                                   "wsgi.input": io.BytesIO(sample("predicate"))},
+                                  lambda status, headers: None)
+            assert b"".join(answer) == b'{"status":"","code":0}'
+            longest = max(longest, metrics._pending.waiting())
+    finally:
+        service.stop()
+    assert longest < 10
+    assert _requests_counted(fresh.registry) + metrics._pending.waiting() == 100
 
 
 def test_a_calls_values_count_its_decision_only_for_an_answer(monkeypatch):
