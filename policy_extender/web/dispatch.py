@@ -54,12 +54,17 @@ class VerbDispatch:
         #: called for a call that is not a plain 200 (any call while the request log is at DEBUG)
         self.notable = notable
         self.routes = service.routes
+        #: path -> what serving it takes, looked up once per call: (kind, handler, body limit,
+        #: streamed, body timeout); the config and the handlers are fixed for a process's life
+        self.serving = {path: (kind, HANDLERS[kind], service.body_limits[kind], kind in _STREAMED,
+                               service.config.body_timeout) for path, kind in self.routes.items()}
         self.tracer = trace.from_env()  # None unless POLICY_EXTENDER_TRACE (policy_extender/trace.py)
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        kind = self.routes.get(environ.get("PATH_INFO", ""))
-        if kind is None:
+        serving = self.serving.get(environ.get("PATH_INFO", ""))
+        if serving is None:
             return self.fallback(environ, start_response)
+        kind, handler, limit, streamed, timeout = serving
         # the request id, bound here rather than by a middleware around the whole app: one layer
         # and one start_response closure less on every verb call (the fallback has its own)
         given = environ.get("HTTP_X_REQUEST_ID")
@@ -84,7 +89,6 @@ class VerbDispatch:
             else:
                 # the body, under the verb's limit (VerbError: 415, 413, 408, 400); read here
                 # rather than in a helper for every verb but the two streamed ones
-                streamed = kind in _STREAMED
                 try:
                     content_type = environ.get("CONTENT_TYPE")
                     if content_type and content_type != "application/json":  # Volcano's, else the check
@@ -92,14 +96,14 @@ class VerbDispatch:
                     if streamed:
                         body = read_streamed(service, kind, environ)
                     else:
-                        body = read_body(environ, service.body_limits[kind], service.config.body_timeout)
+                        body = read_body(environ, limit, timeout)
                         if trace.mark is not trace.OFF:  # a call less while tracing is off
                             trace.mark("received")
                 except VerbError as exc:  # logged once, with the other non-200s, by the request callback
                     reply, body = error_reply(exc.status, exc.message, exc.headers), None
                 else:
                     try:  # decide.handlers.respond, written out
-                        reply = HANDLERS[kind](service, body)
+                        reply = handler(service, body)
                     except Exception as exc:
                         reply = failed(kind, exc)
                     finally:
