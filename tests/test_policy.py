@@ -178,3 +178,41 @@ def test_resource_amounts_read_alone_score_as_the_whole_resources_do():
     node = SimpleNamespace(name="n", idle=Resources({"nvidia.com/gpu": 3}), allocatable=Resources({"pods": 7}),
                            used=Resources({"memory": 5}))
     assert ps.prioritize(task, [node], NO_SESSION).scores == {"n": 3002002.0}
+
+
+def test_a_constant_reason_rejects_with_one_decision_and_answer_built_once():
+    """A filter rule whose reason has no {expression} rejects with the same decision object on
+    every call, and the predicate handler answers with the same Reply: both equal to what the
+    per-call path builds. A reason with an {expression} is rendered per call."""
+    import json
+
+    from policy_extender.decide.decisions import FilterDecision
+    from policy_extender.decide.handlers import decide_predicate
+    from policy_extender.decide.reply import Reply
+    from policy_extender.wire import encode
+
+    ps = compile_sources({"p.policy": 'filter fixed: node.name == "nope"\n  reason "not the right node"\n  unresolvable\n'
+                                      'filter shown: node.name == "nope"\n  reason "node {node.name} is not nope"\n'})
+    assert set(ps.rejections) == {"fixed"}
+    body = _sample("predicate")
+    requests = [decode.decode_predicate(body, ps.reads, NO_SESSION) for _ in range(2)]
+    first, second = (ps.predicate(r.task, r.node, NO_SESSION) for r in requests)
+    assert first is second is ps.rejections["fixed"][0]
+    assert first == FilterDecision(False, 3, "fixed (p.policy:1): not the right node", "fixed")
+    assert ps.rejections["fixed"][1] == Reply(encode.predicate(first), decision="reject", rule="fixed")
+    assert json.loads(ps.rejections["fixed"][1].body) == {"status": first.reason, "code": 3}
+
+    class Service:  # what decide_predicate reads of the service, without a session
+        decided_with = (ps, NO_SESSION)
+        tally = type("Tally", (), {"record_predicate": staticmethod(lambda *a, **k: None)})()
+
+        class session_cache:
+            @staticmethod
+            def env():
+                return NO_SESSION
+    assert decide_predicate(Service, body) is ps.rejections["fixed"][1]
+
+    shown = compile_sources({"p.policy": 'filter shown: node.name == "nope"\n  reason "node {node.name} is not nope"\n'})
+    assert shown.rejections == {}
+    decision = shown.predicate(requests[0].task, requests[0].node, NO_SESSION)
+    assert decision.reason == f"shown (p.policy:1): node {requests[0].node.name} is not nope" and decision.code == 2

@@ -165,6 +165,9 @@ def decide_predicate(service: Service, body: bytes) -> Reply:
         return _FITS_REPLY
     if decision.fits:
         return Reply(encode.FITS, decision="", rule=decision.rule or "")
+    constant = policy_set.rejections.get(decision.rule)  # a rule whose reason is constant
+    if constant is not None and constant[0] is decision:
+        return constant[1]
     return Reply(encode.predicate(decision), decision="reject", rule=decision.rule or "")
 
 

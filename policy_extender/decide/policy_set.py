@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
+from policy_extender.decide.reply import Reply
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
 from policy_extender.errors import EvalError
 from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
+from policy_extender.wire import encode
 from policy_extender.wire.paths import go_reads
 
 
@@ -32,6 +34,11 @@ class PolicySet:
         self._slots = len(checked.slots)
         self._by_kind = {kind: [r for r in rules if r.kind == kind and not r.audit] for kind in self.kinds}
         self._filters = self._by_kind.get("filter", [])  # every predicate call's rules, looked up once
+        #: filter rule name -> (its rejection, the answer to Volcano) for a rule whose reason has
+        #: no {expression}: both the same on every call the rule rejects, so built once here
+        #: (``predicate`` gives the decision, ``decide.handlers.decide_predicate`` the answer)
+        self.rejections: dict[str, tuple[FilterDecision, Reply]] = {
+            r.name: _constant_rejection(r) for r in self._filters if r.constant_reason is not None}
         #: shadow rules by kind (decide/audit.py evaluates them); empty without any
         self.audited = {kind: [r for r in rules if r.kind == kind and r.audit]
                         for kind in self.kinds if any(r.kind == kind and r.audit for r in rules)}
@@ -63,6 +70,9 @@ class PolicySet:
         except EvalError as err:
             err.rule = err.rule or rule.name
             raise
+        constant = self.rejections.get(rule.name)
+        if constant is not None:
+            return constant[0]
         return FilterDecision(False, 3 if rule.unresolvable else 2, _why_not(rule, c), rule.name)
 
     def prioritize(self, task, nodes, env) -> ScoreDecision:
@@ -170,6 +180,13 @@ def _normalized(raw: list, normalize) -> list[float]:
     spread = largest - smallest
     return [0.0 if v is _SKIPPED else float(low if spread == 0 else low + (v - smallest) * (high - low) / spread)
             for v in raw]
+
+
+def _constant_rejection(rule: CompiledRule) -> tuple[FilterDecision, Reply]:
+    """The rejection of a filter rule whose reason is constant, and its Volcano answer: what
+    ``predicate`` and the predicate handler would build on each call it rejects."""
+    decision = FilterDecision(False, 3 if rule.unresolvable else 2, rule.prefix + rule.constant_reason, rule.name)
+    return decision, Reply(encode.predicate(decision), decision="reject", rule=rule.name)
 
 
 def _why_not(rule: CompiledRule, c: Context) -> str:

@@ -45,6 +45,8 @@ class CompiledRule:
     permit: bool
     abstain_if_none: bool = False  # victim rules: `if none abstain`
     audit: bool = False            # a shadow rule: evaluated and counted, never decides
+    #: the reason's text when its template has no {expression} (the same on every call), else None
+    constant_reason: str | None = None
 
     def __post_init__(self) -> None:
         where = f"{self.file}:{self.line}"
@@ -62,6 +64,13 @@ class CompiledRule:
 def compile_rules(checked: Checked) -> list[CompiledRule]:
     compiler = Compiler(checked)
     return [compiler.rule(r) for r in checked.rules]
+
+
+def _constant_text(template: ast.Template | None) -> str | None:
+    """A template's text when it has no {expression}, else None."""
+    if template is None or not all(isinstance(p, str) for p in template.parts):
+        return None
+    return "".join(template.parts)
 
 
 class Compiler:
@@ -94,11 +103,11 @@ class Compiler:
             self.template(checked.reason) if checked.reason else None, explainer(rule.expr, self),
             self.source(rule.expr),
             checked.unresolvable, checked.weight, checked.normalize, checked.permit,
-            checked.abstain_if_none, checked.audit)
+            checked.abstain_if_none, checked.audit, _constant_text(checked.reason))
 
     def template(self, template: ast.Template) -> Fn:
-        if all(isinstance(p, str) for p in template.parts):  # no {expression}: the text itself
-            constant = "".join(template.parts)
+        constant = _constant_text(template)
+        if constant is not None:  # no {expression}: the text itself
             return lambda c: constant
         parts = [p if isinstance(p, str) else self.expr(p) for p in template.parts]
         text = runtime.text
