@@ -275,3 +275,71 @@ def test_bodies_over_tls_on_one_keep_alive_connection(tmp_path):
     finally:
         process.terminate()
         process.wait(20)
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    left, right = socket.socketpair()
+    left.setblocking(True)  # as gunicorn hands the connection to a worker thread
+    return left, right
+
+
+@pytest.mark.skipif(not hasattr(socket, "MSG_DONTWAIT"), reason="no MSG_DONTWAIT here")
+def test_a_body_that_has_arrived_is_read_without_touching_the_sockets_timeout(monkeypatch):
+    """Everything already there is taken without waiting: the socket's timeout is never
+    changed (no ioctl, no poll), and the bytes are the ones sent."""
+    from policy_extender.web import socket_body
+
+    changes = []
+    real = socket.socket.settimeout
+    monkeypatch.setattr(socket.socket, "settimeout", lambda self, t: (changes.append(t), real(self, t))[1])
+    reader, writer = _pair()
+    try:
+        data = os.urandom(100_000)
+        writer.sendall(data)
+        body = bytearray(len(data))
+        seen = []
+        with memoryview(body) as view:
+            socket_body._receive_into(reader, view, 0, time.monotonic() + 5, seen.append)
+        assert bytes(body) == data and seen[-1] == len(data)
+        assert changes == [] and reader.gettimeout() is None
+    finally:
+        reader.close()
+        writer.close()
+
+
+@pytest.mark.skipif(not hasattr(socket, "MSG_DONTWAIT"), reason="no MSG_DONTWAIT here")
+def test_the_rest_of_a_body_is_waited_for_under_the_deadline(monkeypatch):
+    """Part of the body there, the rest later: both parts land in order and the socket's
+    timeout is put back; the rest never coming ends at the deadline (BodyTimeout), and a peer
+    that closes early ends the read (BodyEnded), each with the bytes read so far."""
+    import threading
+
+    from policy_extender.web import socket_body
+
+    reader, writer = _pair()
+    try:
+        first, rest = os.urandom(30_000), os.urandom(50_000)
+        writer.sendall(first)
+        later = threading.Timer(0.2, writer.sendall, (rest,))
+        later.start()
+        body = bytearray(len(first) + len(rest))
+        with memoryview(body) as view:
+            socket_body._receive_into(reader, view, 0, time.monotonic() + 5)
+        later.join()
+        assert bytes(body) == first + rest and reader.gettimeout() is None
+
+        writer.sendall(first)
+        started = time.monotonic()
+        with memoryview(bytearray(len(first) + 10)) as view, pytest.raises(socket_body.BodyTimeout) as late:
+            socket_body._receive_into(reader, view, 0, started + 0.3)
+        assert late.value.got == len(first) and 0.25 <= time.monotonic() - started < 3
+        assert reader.gettimeout() is None
+
+        writer.sendall(first)
+        writer.close()
+        with memoryview(bytearray(len(first) + 10)) as view, pytest.raises(socket_body.BodyEnded) as ended:
+            socket_body._receive_into(reader, view, 0, time.monotonic() + 5)
+        assert type(ended.value) is socket_body.BodyEnded and ended.value.got == len(first)
+    finally:
+        reader.close()
+        writer.close()
