@@ -49,7 +49,7 @@ import time
 from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
 from bench.load import Connection
 from bench.scenarios import Context, load_run, predicate_calls
-from bench.server import lazyfree_kb, Server, busy_cpu_seconds, reset_peak_rss, status_kb
+from bench.server import Server, busy_cpu_seconds, lazyfree_kb, reset_peak_rss, status_kb
 
 MIB = 1 << 20
 DEFAULT_LIMITS = {"onSessionOpen": 1024 * MIB, "prioritize": 256 * MIB}

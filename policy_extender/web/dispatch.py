@@ -54,11 +54,10 @@ class VerbDispatch:
         self.fallback = fallback
         #: called for a call that is not a plain 200 (any call while the request log is at DEBUG)
         self.notable = notable
-        self.routes = service.routes
         #: path -> what serving it takes, looked up once per call: (kind, handler, body limit,
         #: streamed, body timeout); the config and the handlers are fixed for a process's life
         self.serving = {path: (kind, HANDLERS[kind], service.body_limits[kind], kind in _STREAMED,
-                               service.config.body_timeout) for path, kind in self.routes.items()}
+                               service.config.body_timeout) for path, kind in service.routes.items()}
         self.tracer = trace.from_env()  # None unless POLICY_EXTENDER_TRACE (policy_extender/trace.py)
         #: neither tracing nor recording (--record), both fixed for the process's life: then a
         #: call checks this one attribute instead of four (0.5-0.6 us a call in context, A/B)
