@@ -1,0 +1,196 @@
+package main
+
+// A scenario run and its comparison with the expected outcome.
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Result is one scenario on one release.
+type Result struct {
+	Scenario *Scenario
+	Release  string
+	Outcome  *Outcome
+	Calls    map[string]int
+	Failed   map[string]int
+	Problems []string
+	Err      error
+}
+
+// OK says whether the scenario passed.
+func (r *Result) OK() bool { return r.Err == nil && len(r.Problems) == 0 }
+
+// Format is the report of one scenario: a line, then each problem with expected and actual.
+func (r *Result) Format() string {
+	var b strings.Builder
+	status := "PASS"
+	if !r.OK() {
+		status = "FAIL"
+	}
+	fmt.Fprintf(&b, "%s  %s (%s)\n", status, r.Scenario.Name, r.Release)
+	if r.Err != nil {
+		fmt.Fprintf(&b, "      error: %v\n", r.Err)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "      %s\n", strings.ReplaceAll(p, "\n", "\n      "))
+	}
+	if r.Calls != nil {
+		fmt.Fprintf(&b, "      calls: %s\n", formatCounts(r.Calls))
+		if len(r.Failed) > 0 {
+			fmt.Fprintf(&b, "      failed calls: %s\n", formatCounts(r.Failed))
+		}
+	}
+	return b.String()
+}
+
+// RunScenario starts the service, runs the cycle and checks the outcome.
+func RunScenario(s *Scenario, release, repo string, command []string, work string) *Result {
+	r := &Result{Scenario: s, Release: release}
+	objs, err := s.Cluster.Build()
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	svc, err := StartService(command, work, s.Policies, s.Serve)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	defer svc.Stop()
+	proxy, err := StartProxy(svc.URL, s.Fault, svc.Kill)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	defer proxy.Close()
+	confFile := s.Conf
+	if confFile == "" {
+		confFile = "docker/k8s/sidecar/volcano-scheduler.conf"
+	}
+	actions, tiers, configurations, err := LoadConf(filepath.Join(repo, confFile), s.Actions, proxy.URL, s.Extender)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	jobNames := map[string]string{}
+	for _, j := range s.Cluster.Jobs {
+		jobNames[namespaceOf(j)+"/"+PodGroupName(j)] = namespaceOf(j) + "/" + j.Name
+	}
+	r.Outcome, err = RunCycle(objs, actions, tiers, configurations, jobNames)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.Calls, r.Failed = proxy.Calls(), proxy.Failures()
+	r.check(s.Expect)
+	r.checkWhy(s.Expect.Why, svc, command)
+	if !r.OK() {
+		r.Problems = append(r.Problems, "service log:\n"+indent(svc.Log()))
+	}
+	return r
+}
+
+func (r *Result) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+func (r *Result) check(want Expect) {
+	got := r.Outcome
+	if d := diffMaps(want.Binds, got.Binds); d != "" {
+		r.problem("binds differ:\n%s", d)
+	}
+	wantEvict, gotEvict := sortedCopy(want.Evictions), sortedCopy(got.Evictions)
+	if strings.Join(wantEvict, ",") != strings.Join(gotEvict, ",") {
+		r.problem("evictions differ:\n  expected %v\n  actual   %v", wantEvict, gotEvict)
+	}
+	for pod, node := range want.Pipelined {
+		if got.Pipelined[pod] != node {
+			r.problem("pipelined %s: expected on %q, actual %q (all pipelined: %v)", pod, node, got.Pipelined[pod], got.Pipelined)
+		}
+	}
+	for job, phase := range want.Phases {
+		if got.Phases[job] != phase {
+			r.problem("PodGroup phase of %s: expected %s, actual %q", job, phase, got.Phases[job])
+		}
+	}
+	for verb, spec := range want.Calls {
+		n := r.Calls[verb]
+		if spec.Min != nil && n < *spec.Min || spec.Max != nil && n > *spec.Max {
+			r.problem("Volcano called %s %d times: expected %s", verb, n, spec)
+		}
+	}
+}
+
+func (c CallSpec) String() string {
+	switch {
+	case c.Min != nil && c.Max != nil && *c.Min == *c.Max:
+		return fmt.Sprintf("exactly %d", *c.Min)
+	case c.Min != nil && c.Max != nil:
+		return fmt.Sprintf("%d to %d", *c.Min, *c.Max)
+	case c.Min != nil:
+		return fmt.Sprintf("at least %d", *c.Min)
+	case c.Max != nil:
+		return fmt.Sprintf("at most %d", *c.Max)
+	}
+	return "any number"
+}
+
+// checkWhy asks `policy-extender why` about each named object; its text must hold each line.
+func (r *Result) checkWhy(want map[string][]string, svc *Service, command []string) {
+	if len(want) == 0 {
+		return
+	}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	time.Sleep(200 * time.Millisecond) // the tally is flushed every 50 ms (--tally-flush-seconds)
+	for _, name := range names {
+		text, err := svc.Why(command, name)
+		for _, line := range want[name] {
+			if !strings.Contains(text, line) {
+				r.problem("why %s: expected a line containing %q; it said (%v):\n%s", name, line, err, indent(text))
+			}
+		}
+	}
+}
+
+func diffMaps(want, got map[string]string) string {
+	keys := map[string]bool{}
+	for k := range want {
+		keys[k] = true
+	}
+	for k := range got {
+		keys[k] = true
+	}
+	var lines []string
+	for k := range keys {
+		w, inWant := want[k]
+		g, inGot := got[k]
+		switch {
+		case !inWant:
+			lines = append(lines, fmt.Sprintf("  %s: expected no bind, actual -> %s", k, g))
+		case !inGot:
+			lines = append(lines, fmt.Sprintf("  %s: expected -> %s, actual not bound", k, w))
+		case w != g:
+			lines = append(lines, fmt.Sprintf("  %s: expected -> %s, actual -> %s", k, w, g))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func sortedCopy(in []string) []string {
+	out := append([]string{}, in...)
+	sort.Strings(out)
+	return out
+}
+
+func indent(text string) string {
+	return "  | " + strings.ReplaceAll(strings.TrimRight(text, "\n"), "\n", "\n  | ")
+}

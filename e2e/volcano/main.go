@@ -1,0 +1,104 @@
+// Command e2e-volcano runs Volcano's own scheduler code against a real policy-extender: every
+// scenario of scenarios/ is one whole scheduling cycle (Volcano's conf loader, OpenSession with
+// the extender plugin, the real actions and plugins, CloseSession) against `policy-extender
+// serve` on loopback. Built once per Volcano release by scripts/e2e-volcano.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"k8s.io/klog/v2"
+)
+
+func main() {
+	release := flag.String("release", "", "the Volcano release this binary was built with (vX.Y.Z)")
+	repo := flag.String("repo", ".", "the policy-extender repository (its shipped scheduler conf)")
+	scenarios := flag.String("scenarios", "", "scenario directory (default REPO/e2e/volcano/scenarios)")
+	cli := flag.String("cli", "policy-extender", "the policy-extender command")
+	run := flag.String("run", "", "only the scenarios whose name matches this regular expression")
+	work := flag.String("work", "", "directory for the services' policies and logs (default: a temporary one)")
+	verbose := flag.Bool("verbose", false, "print every scenario and Volcano's calls per verb")
+	bench := flag.String("bench", "", "run the cost benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
+	rounds := flag.Int("rounds", 5, "benchmark: cycles timed per variant and size")
+	flag.Parse()
+
+	// Volcano's own logging and its fake evictor's prints would bury the report.
+	report := os.Stdout
+	if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		os.Stdout = devnull
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	_ = klogFlags.Set("logtostderr", "false")
+	if os.Getenv("E2E_VOLCANO_KLOG") == "" { // E2E_VOLCANO_KLOG=1: Volcano's log on standard error
+		klog.SetOutput(io.Discard)
+	} else {
+		_ = klogFlags.Set("logtostderr", "true")
+	}
+
+	if *scenarios == "" {
+		*scenarios = filepath.Join(*repo, "e2e", "volcano", "scenarios")
+	}
+	if *work == "" {
+		dir, err := os.MkdirTemp("", "e2e-volcano-")
+		if err != nil {
+			fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		*work = dir
+	}
+	command := strings.Fields(*cli)
+	if *bench != "" {
+		if err := RunBench(report, *release, *repo, command, *work, *bench, *rounds); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	all, err := LoadScenarios(*scenarios)
+	if err != nil {
+		fatal(err)
+	}
+	var filter *regexp.Regexp
+	if *run != "" {
+		filter = regexp.MustCompile(*run)
+	}
+	total, passed, skipped := 0, 0, 0
+	for _, s := range all {
+		if filter != nil && !filter.MatchString(s.Name) {
+			continue
+		}
+		if !s.AppliesTo(*release) {
+			skipped++
+			continue
+		}
+		total++
+		result := RunScenario(s, *release, *repo, command, filepath.Join(*work, s.Name))
+		if result.OK() {
+			passed++
+		}
+		if *verbose || !result.OK() {
+			fmt.Fprint(report, result.Format())
+		}
+	}
+	line := fmt.Sprintf("volcano %s: %d scenarios, %d passed", *release, total, passed)
+	if skipped > 0 {
+		line += fmt.Sprintf(" (%d not for this release)", skipped)
+	}
+	fmt.Fprintln(report, line)
+	if passed != total {
+		os.Exit(1)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "e2e-volcano:", err)
+	os.Exit(2)
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }

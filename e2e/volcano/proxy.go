@@ -1,0 +1,152 @@
+package main
+
+// A transparent proxy between Volcano's extender plugin and the service: it counts the calls
+// per verb (which verbs a release really calls) and plays a scenario's fault.
+
+import (
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Proxy forwards every request to the service and counts it.
+type Proxy struct {
+	URL      string
+	server   *http.Server
+	listener net.Listener
+	fault    *Fault
+	stop     func()
+
+	mu       sync.Mutex
+	calls    map[string]int
+	failures map[string]int // calls answered with anything but a 200 from the service
+	stopped  bool
+}
+
+// StartProxy listens on a free loopback port; stop is called once the fault's Stop triggers.
+func StartProxy(target string, fault *Fault, stop func()) (*Proxy, error) {
+	to, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{URL: "http://" + l.Addr().String(), listener: l, fault: fault, stop: stop,
+		calls: map[string]int{}, failures: map[string]int{}}
+	forward := httputil.NewSingleHostReverseProxy(to)
+	forward.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	forward.ErrorLog = nil
+	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		verb := path.Base(r.URL.Path)
+		if !p.admit(verb) {
+			// As if nothing listened any more: the connection closes without an answer.
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close()
+					return
+				}
+			}
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		if d := p.delay(verb); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		forward.ServeHTTP(rec, r)
+		if rec.status != http.StatusOK {
+			p.mu.Lock()
+			p.failures[verb]++
+			p.mu.Unlock()
+		}
+	})}
+	go p.server.Serve(l)
+	return p, nil
+}
+
+// admit counts the call and says whether the service is still there for it.
+func (p *Proxy) admit(verb string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[verb]++
+	if p.stopped {
+		p.failures[verb]++
+		return false
+	}
+	if p.fault != nil && p.fault.Stop != nil && verb == p.fault.Stop.Verb && p.calls[verb] > p.fault.Stop.Count {
+		p.stopped = true
+		p.stop()
+		p.failures[verb]++
+		return false
+	}
+	return true
+}
+
+func (p *Proxy) delay(verb string) time.Duration {
+	if p.fault == nil || p.fault.Delay[verb] == "" {
+		return 0
+	}
+	d, _ := time.ParseDuration(p.fault.Delay[verb])
+	return d
+}
+
+// Calls is how often each verb was called.
+func (p *Proxy) Calls() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range p.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// Failures is how many calls of each verb got no 200 from the service.
+func (p *Proxy) Failures() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range p.failures {
+		out[k] = v
+	}
+	return out
+}
+
+// Close stops listening.
+func (p *Proxy) Close() { p.server.Close() }
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// formatCounts renders {"predicate": 12, ...} as "predicate 12, ..." sorted by verb.
+func formatCounts(counts map[string]int) string {
+	var verbs []string
+	for v := range counts {
+		verbs = append(verbs, v)
+	}
+	sort.Strings(verbs)
+	var parts []string
+	for _, v := range verbs {
+		parts = append(parts, v+" "+itoa(counts[v]))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,207 @@
+package main
+
+// A scenario is data: the cluster, the policies, the scheduler conf and what Volcano must do.
+// Every release runs the same files (scenarios/*.yaml); docs/e2e-volcano.md describes the format.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Scenario is one scenarios/*.yaml file.
+type Scenario struct {
+	Name        string `json:"-"`
+	File        string `json:"-"`
+	Description string `json:"description"`
+	// Since is the first release the scenario applies to (e.g. "v1.13": allocateFunc).
+	Since string `json:"since,omitempty"`
+	// Policies maps a file name to its text; they are written to a fresh directory.
+	Policies map[string]string `json:"policies"`
+	// Conf is a scheduler conf file relative to the repository (default: the shipped sidecar
+	// conf), loaded by Volcano's own loader; Actions replaces its actions line.
+	Conf    string `json:"conf,omitempty"`
+	Actions string `json:"actions,omitempty"`
+	// Extender overrides arguments of the extender plugin (extender.ignorable, ...).
+	Extender map[string]any `json:"extender,omitempty"`
+	// Serve adds options to `policy-extender serve` (e.g. ["--require-session", "true"]).
+	Serve   []string `json:"serve,omitempty"`
+	Cluster Cluster  `json:"cluster"`
+	Fault   *Fault   `json:"fault,omitempty"`
+	Expect  Expect   `json:"expect"`
+}
+
+// Fault makes the service fail the way a deployment can.
+type Fault struct {
+	// Stop kills the service (SIGKILL, every process) once Volcano has called this verb
+	// Count times; later calls find nothing listening.
+	Stop *VerbCount `json:"stop,omitempty"`
+	// Delay holds every answer to these verbs this long before passing it on.
+	Delay map[string]string `json:"delay,omitempty"`
+}
+
+// VerbCount names a verb and how many of its calls go through first.
+type VerbCount struct {
+	Verb  string `json:"verb"`
+	Count int    `json:"count"`
+}
+
+// Cluster is what the scheduler cache holds when the session opens.
+type Cluster struct {
+	PriorityClasses map[string]int32 `json:"priorityClasses,omitempty"`
+	Queues          []Queue          `json:"queues,omitempty"`
+	Nodes           []Node           `json:"nodes"`
+	// NodeSets makes many alike nodes: name-000, name-001, ...
+	NodeSets []NodeSet `json:"nodeSets,omitempty"`
+	Jobs     []Job     `json:"jobs"`
+}
+
+type Queue struct {
+	Name        string            `json:"name"`
+	Weight      int32             `json:"weight,omitempty"`
+	Capability  map[string]string `json:"capability,omitempty"`
+	Reclaimable *bool             `json:"reclaimable,omitempty"`
+}
+
+type Node struct {
+	Name          string            `json:"name"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Allocatable   map[string]string `json:"allocatable"`
+	Taints        []Taint           `json:"taints,omitempty"`
+	Unschedulable bool              `json:"unschedulable,omitempty"`
+}
+
+type NodeSet struct {
+	Node
+	Count int `json:"count"`
+}
+
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Job is a Volcano job as its controller leaves it: a PodGroup named "<name>-<uid>" and pods
+// named "<name>-<task>-<index>".
+type Job struct {
+	Name          string            `json:"name"`
+	Namespace     string            `json:"namespace,omitempty"`
+	Queue         string            `json:"queue,omitempty"`
+	MinMember     int32             `json:"minMember,omitempty"`
+	MinResources  map[string]string `json:"minResources,omitempty"`
+	Phase         string            `json:"phase,omitempty"` // PodGroup phase: Pending, Inqueue, Running
+	PriorityClass string            `json:"priorityClass,omitempty"`
+	Tasks         []Task            `json:"tasks"`
+}
+
+type Task struct {
+	Name        string            `json:"name"`
+	Replicas    int               `json:"replicas,omitempty"`
+	Requests    map[string]string `json:"requests,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Tolerations []Taint           `json:"tolerations,omitempty"`
+	// Nodes places replica i on Nodes[i] (running); a replica without a node is pending.
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+// Expect is the outcome Volcano must produce. Binds and evictions are complete lists: what is
+// not named must not happen. Phases, pipelined and why are checked for what they name.
+type Expect struct {
+	Binds     map[string]string   `json:"binds"`
+	Evictions []string            `json:"evictions"`
+	Pipelined map[string]string   `json:"pipelined,omitempty"` // ns/pod -> node
+	Phases    map[string]string   `json:"phases,omitempty"`    // ns/job -> PodGroup phase
+	Calls     map[string]CallSpec `json:"calls,omitempty"`     // verb -> how often Volcano calls it
+	Why       map[string][]string `json:"why,omitempty"`       // "job ns/name" -> lines it must contain
+}
+
+// CallSpec bounds how often Volcano calls a verb in the cycle.
+type CallSpec struct {
+	Min *int `json:"min,omitempty"`
+	Max *int `json:"max,omitempty"`
+}
+
+// LoadScenarios reads every *.yaml of dir, sorted by name.
+func LoadScenarios(dir string) ([]*Scenario, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []*Scenario
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		s := &Scenario{}
+		if err := yaml.UnmarshalStrict(data, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		s.File = file
+		s.Name = strings.TrimSuffix(filepath.Base(file), ".yaml")
+		if err := s.validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (s *Scenario) validate() error {
+	if len(s.Policies) == 0 {
+		return fmt.Errorf("no policies: a scenario serves at least one policy file")
+	}
+	if s.Expect.Binds == nil {
+		return fmt.Errorf("expect.binds is required (write {} for none)")
+	}
+	for _, j := range s.Cluster.Jobs {
+		if len(j.Tasks) == 0 {
+			return fmt.Errorf("job %s has no tasks", j.Name)
+		}
+	}
+	return nil
+}
+
+// AppliesTo says whether the scenario runs on a release ("v1.15.1").
+func (s *Scenario) AppliesTo(release string) bool {
+	return s.Since == "" || compareVersions(release, s.Since) >= 0
+}
+
+// compareVersions compares "v1.15.1" with "v1.13" numerically, part by part.
+func compareVersions(a, b string) int {
+	pa, pb := versionParts(a), versionParts(b)
+	for i := 0; i < len(pb); i++ {
+		var x int
+		if i < len(pa) {
+			x = pa[i]
+		}
+		if x != pb[i] {
+			if x < pb[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+func versionParts(v string) []int {
+	v = strings.TrimPrefix(v, "v")
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		v = v[:i]
+	}
+	var parts []int
+	for _, p := range strings.Split(v, ".") {
+		n := 0
+		fmt.Sscanf(p, "%d", &n)
+		parts = append(parts, n)
+	}
+	return parts
+}
