@@ -90,6 +90,10 @@ func (c Cluster) Build() (*Objects, error) {
 		for i := 0; i < set.Count; i++ {
 			n := set.Node
 			n.Name = fmt.Sprintf("%s-%04d", set.Name, i)
+			n.Labels = map[string]string{"e2e.policy-extender/index": fmt.Sprint(i)}
+			for k, v := range set.Labels {
+				n.Labels[k] = v
+			}
 			nodes = append(nodes, n)
 		}
 	}
@@ -197,6 +201,11 @@ func buildPod(j Job, t Task, index int, ns, pgName string, requests v1.ResourceL
 	}
 	for k, v := range t.Annotations {
 		annotations[k] = v
+	}
+	if index < len(t.ReplicaAnnotations) {
+		for k, v := range t.ReplicaAnnotations[index] {
+			annotations[k] = v
+		}
 	}
 	labels := map[string]string{"volcano.sh/job-name": j.Name, "volcano.sh/task-spec": t.Name}
 	for k, v := range t.Labels {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,6 +27,7 @@ func main() {
 	verbose := flag.Bool("verbose", false, "print every scenario and Volcano's calls per verb")
 	bench := flag.String("bench", "", "run the cost benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
 	rounds := flag.Int("rounds", 5, "benchmark: cycles timed per variant and size")
+	one := flag.String("one", "", "run only this scenario, in this process (the parent runs each scenario so)")
 	flag.Parse()
 
 	// Volcano's own logging and its fake evictor's prints would bury the report.
@@ -36,10 +38,11 @@ func main() {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	_ = klogFlags.Set("logtostderr", "false")
-	if os.Getenv("E2E_VOLCANO_KLOG") == "" { // E2E_VOLCANO_KLOG=1: Volcano's log on standard error
+	if os.Getenv("E2E_VOLCANO_KLOG") == "" { // E2E_VOLCANO_KLOG=N: Volcano's log at level N on standard error
 		klog.SetOutput(io.Discard)
 	} else {
 		_ = klogFlags.Set("logtostderr", "true")
+		_ = klogFlags.Set("v", os.Getenv("E2E_VOLCANO_KLOG"))
 	}
 
 	if *scenarios == "" {
@@ -68,6 +71,19 @@ func main() {
 	if *run != "" {
 		filter = regexp.MustCompile(*run)
 	}
+	if *one != "" {
+		for _, s := range all {
+			if s.Name == *one {
+				result := RunScenario(s, *release, *repo, command, filepath.Join(*work, s.Name))
+				fmt.Fprint(report, result.Format())
+				if !result.OK() {
+					os.Exit(1)
+				}
+				return
+			}
+		}
+		fatal(fmt.Errorf("no scenario %q", *one))
+	}
 	total, passed, skipped := 0, 0, 0
 	for _, s := range all {
 		if filter != nil && !filter.MatchString(s.Name) {
@@ -78,12 +94,12 @@ func main() {
 			continue
 		}
 		total++
-		result := RunScenario(s, *release, *repo, command, filepath.Join(*work, s.Name))
-		if result.OK() {
+		ok, text := runIsolated(s.Name)
+		if ok {
 			passed++
 		}
-		if *verbose || !result.OK() {
-			fmt.Fprint(report, result.Format())
+		if *verbose || !ok {
+			fmt.Fprint(report, text)
 		}
 	}
 	line := fmt.Sprintf("volcano %s: %d scenarios, %d passed", *release, total, passed)
@@ -94,6 +110,25 @@ func main() {
 	if passed != total {
 		os.Exit(1)
 	}
+}
+
+// runIsolated runs one scenario in a child process of this binary: Volcano keeps state in
+// package variables (its registered actions keep their parsed arguments, conf.EnabledActionMap,
+// metrics), which would leak from one scenario into the next as it leaks from one conf into the
+// next in a scheduler that reloads its conf.
+func runIsolated(name string) (bool, string) {
+	args := []string{"-one", name}
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "run" && f.Name != "verbose" {
+			args = append(args, "-"+f.Name+"="+f.Value.String())
+		}
+	})
+	out, err := exec.Command(os.Args[0], args...).Output()
+	text := string(out)
+	if err != nil && text == "" {
+		text = fmt.Sprintf("FAIL  %s\n      error: %v\n", name, err)
+	}
+	return err == nil, text
 }
 
 func fatal(err error) {

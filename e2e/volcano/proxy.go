@@ -4,10 +4,15 @@ package main
 // per verb (which verbs a release really calls) and plays a scenario's fault.
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -46,6 +51,9 @@ func StartProxy(target string, fault *Fault, stop func()) (*Proxy, error) {
 	forward.ErrorLog = nil
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		verb := path.Base(r.URL.Path)
+		if trace {
+			traceCall(verb, r)
+		}
 		if !p.admit(verb) {
 			// As if nothing listened any more: the connection closes without an answer.
 			if hj, ok := w.(http.Hijacker); ok {
@@ -100,6 +108,29 @@ func (p *Proxy) delay(verb string) time.Duration {
 	}
 	d, _ := time.ParseDuration(p.fault.Delay[verb])
 	return d
+}
+
+// trace (E2E_VOLCANO_TRACE=1) prints each call's verb and the task or job it is about.
+var trace = os.Getenv("E2E_VOLCANO_TRACE") != ""
+
+func traceCall(verb string, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var about struct {
+		Task, Evictor, Job *struct{ Namespace, Name string }
+		Node               *struct{ Name string }
+	}
+	_ = json.Unmarshal(body, &about)
+	line := verb
+	for _, o := range []*struct{ Namespace, Name string }{about.Task, about.Evictor, about.Job} {
+		if o != nil {
+			line += " " + o.Namespace + "/" + o.Name
+		}
+	}
+	if about.Node != nil {
+		line += " on " + about.Node.Name
+	}
+	fmt.Fprintln(os.Stderr, "call:", line)
 }
 
 // Calls is how often each verb was called.

@@ -145,6 +145,7 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 			name = scenarioName
 		}
 		out.Phases[name] = string(job.PodGroup.Status.Phase)
+
 	}
 	waitSettled(func() int { return binder.Length() + evictor.Length() })
 	out.Binds = binder.Binds()

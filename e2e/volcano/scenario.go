@@ -28,6 +28,9 @@ type Scenario struct {
 	Actions string `json:"actions,omitempty"`
 	// Extender overrides arguments of the extender plugin (extender.ignorable, ...).
 	Extender map[string]any `json:"extender,omitempty"`
+	// Configurations adds action arguments, as the conf's `configurations:` list does
+	// (allocate: {predicateErrorCacheEnable: false}).
+	Configurations map[string]map[string]any `json:"configurations,omitempty"`
 	// Serve adds options to `policy-extender serve` (e.g. ["--require-session", "true"]).
 	Serve   []string `json:"serve,omitempty"`
 	Cluster Cluster  `json:"cluster"`
@@ -104,14 +107,16 @@ type Task struct {
 	Replicas    int               `json:"replicas,omitempty"`
 	Requests    map[string]string `json:"requests,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Tolerations []Taint           `json:"tolerations,omitempty"`
+	// ReplicaAnnotations adds annotations to replica i only (tasks of one role that differ).
+	ReplicaAnnotations []map[string]string `json:"replicaAnnotations,omitempty"`
+	Labels             map[string]string   `json:"labels,omitempty"`
+	Tolerations        []Taint             `json:"tolerations,omitempty"`
 	// Nodes places replica i on Nodes[i] (running); a replica without a node is pending.
 	Nodes []string `json:"nodes,omitempty"`
 }
 
 // Expect is the outcome Volcano must produce. Binds and evictions are complete lists: what is
-// not named must not happen. Phases, pipelined and why are checked for what they name.
+// not named must not happen (a bind to "*" is a bind to any node). Phases, pipelined and why are checked for what they name.
 type Expect struct {
 	Binds     map[string]string   `json:"binds"`
 	Evictions []string            `json:"evictions"`
@@ -119,6 +124,38 @@ type Expect struct {
 	Phases    map[string]string   `json:"phases,omitempty"`    // ns/job -> PodGroup phase
 	Calls     map[string]CallSpec `json:"calls,omitempty"`     // verb -> how often Volcano calls it
 	Why       map[string][]string `json:"why,omitempty"`       // "job ns/name" -> lines it must contain
+	// Releases replaces, for the releases whose version starts with the key ("v1.10"), the
+	// fields it sets: what an older Volcano does differently.
+	Releases map[string]Expect `json:"releases,omitempty"`
+}
+
+// For is what to expect of a release: the scenario's expect with the release's replacements.
+func (e Expect) For(release string) Expect {
+	out := e
+	for prefix, r := range e.Releases {
+		if !strings.HasPrefix(release, prefix) {
+			continue
+		}
+		if r.Binds != nil {
+			out.Binds = r.Binds
+		}
+		if r.Evictions != nil {
+			out.Evictions = r.Evictions
+		}
+		if r.Pipelined != nil {
+			out.Pipelined = r.Pipelined
+		}
+		if r.Phases != nil {
+			out.Phases = r.Phases
+		}
+		if r.Calls != nil {
+			out.Calls = r.Calls
+		}
+		if r.Why != nil {
+			out.Why = r.Why
+		}
+	}
+	return out
 }
 
 // CallSpec bounds how often Volcano calls a verb in the cycle.
