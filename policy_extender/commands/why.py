@@ -126,6 +126,8 @@ def render(answers: list[dict], every_cycle: bool = False) -> list[str]:
         opened = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(cycle["opened_at"]))
         lines.append(f"cycle {cycle_id} ({'open' if cycle['open'] else 'closed'}, opened {opened})")
         for kind, name, data in entries:
+            if data.get("podgroup"):  # found under Volcano's PodGroup name, "<job>-<job UID>"
+                name = f"{name} (PodGroup {data['podgroup']})"
             lines += describe(kind, name, data)
             for task, task_data in (data.get("tasks") or {}).items():
                 if not any(task == n for k, n, _ in entries if k == "task"):

@@ -48,6 +48,7 @@ import atexit
 import json
 import logging
 import operator
+import re
 import threading
 import time
 from collections import Counter
@@ -425,13 +426,31 @@ class Tally:
         current = head.session_id if head is not None else None
         for cycle_id, opened_at, dropped in self.store.tally_cycles():
             counts, notes = self.store.tally_read(cycle_id, prefix)
+            counts, notes = _relative(counts, prefix), _relative(notes, prefix)
+            podgroup = None
+            if kind == "job" and not counts and not notes:
+                podgroup, counts, notes = self._podgroup_of(cycle_id, obj)
             entry = {"cycle": cycle_id, "opened_at": opened_at, "open": cycle_id == current,
-                     "dropped_entries": dropped,
-                     **describe(kind, _relative(counts, prefix), _relative(notes, prefix))}
+                     "dropped_entries": dropped, **describe(kind, counts, notes)}
+            if podgroup:
+                entry["podgroup"] = podgroup
             if kind == "job":
                 entry["tasks"] = self._tasks_of(cycle_id, obj)
             cycles.append(entry)
         return {kind: obj, "cycles": cycles}
+
+    def _podgroup_of(self, cycle_id: str, job: str) -> tuple[str | None, dict, dict]:
+        """The entries of the job's PodGroup: Volcano's job controller names it "<job>-<job UID>"
+        and the scheduler's JobInfo carries that name, so ``why ml/train`` finds ``ml/train-<uid>``
+        (the first such PodGroup; a UID suffix never matches another job's name)."""
+        counts, notes = self.store.tally_read(cycle_id, "job" + SEP + job + "-")
+        for k in [*counts, *notes]:
+            podgroup = k.split(SEP, 2)[1]
+            if _UID_SUFFIX.fullmatch(podgroup[len(job):]):
+                prefix = "job" + SEP + podgroup + SEP
+                return (podgroup, {k[len(prefix):]: v for k, v in counts.items() if k.startswith(prefix)},
+                        {k[len(prefix):]: v for k, v in notes.items() if k.startswith(prefix)})
+        return None, {}, {}
 
     def _tasks_of(self, cycle_id: str, job: str) -> dict:
         counts, notes = self.store.tally_read(cycle_id, "task" + SEP + job + "-")
@@ -446,6 +465,9 @@ class Tally:
 
 #: tasks listed under a job in /why
 TASKS_SHOWN = 100
+
+#: what follows a job's name in its PodGroup's name: "-" and the job's UID
+_UID_SUFFIX = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _relative(entries: dict, prefix: str) -> dict:

@@ -98,6 +98,25 @@ def test_a_job_lists_its_tasks(tmp_path):
         "zone": {"count": 1, "example": "zone (a.policy:1): zone b is drained"}}}
 
 
+def test_a_job_is_found_under_its_podgroups_name_with_the_job_uid(tmp_path):
+    """Volcano's job controller names a job's PodGroup "<job>-<job UID>" and the scheduler's
+    JobInfo carries that name (e2e/volcano/scenarios/enqueue.yaml, with Volcano's own code): `why
+    ml/train-7` finds the enqueue decision of ml/train-7-<uid>, never one of ml/train-7-other."""
+    tally = Tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
+    reject = StatusDecision(-1, "gpu-cap", "gpu-cap (q.policy:1): job asks 24 GPUs")
+    podgroup = SimpleNamespace(namespace="ml", name="train-7-0bfc8f0e-d7bb-709a-8059-6461333d146f")
+    tally.record_enqueue(HEAD, podgroup, reject, "reject")
+    tally.record_enqueue(HEAD, SimpleNamespace(namespace="ml", name="train-7-other"),
+                         StatusDecision(1, "vip", ""), "permit")
+    (cycle,) = tally.why("job", "ml/train-7")["cycles"]
+    assert cycle["podgroup"] == "ml/" + podgroup.name
+    assert cycle["enqueue"]["answers"] == {"reject": 1}
+    (other,) = tally.why("job", "ml/train-7-other")["cycles"]
+    assert "podgroup" not in other and other["enqueue"]["answers"] == {"permit": 1}
+    (none,) = tally.why("job", "ml/train")["cycles"]
+    assert "enqueue" not in none
+
+
 def test_off_records_nothing(tmp_path):
     tally = Tally(BlockedStore(), enabled=False)
     tally.record_predicate(HEAD, TASK, REJECT)
