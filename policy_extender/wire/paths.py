@@ -94,6 +94,30 @@ WIRE: dict[Step, tuple[WirePath, ...]] = {
     ('queue', 'annotations'): (('Queue', 'metadata', 'annotations'),),
 }
 
+#: Volcano up to v1.13 marshals the PodGroup of a JobInfo and the Queue of a QueueInfo from its
+#: internal API types (volcano.sh/apis ``pkg/apis/scheduling``), most of whose fields had no json
+#: tags before v1.14: Go field names (``Spec.MinResources``, ``Status.State``) and the ObjectMeta
+#: inline (``labels`` beside ``Spec``); ``guarantee``, ``deserved`` and ``parent`` were tagged.
+#: Each of these fields is read from its v1.14 key, or else from its key here (the e2e scenarios
+#: run Volcano v1.10.0's own code against both).
+LEGACY_CRD: dict[WirePath, WirePath] = {
+    ('PodGroup', 'spec', 'minResources'): ('PodGroup', 'Spec', 'MinResources'),
+    ('PodGroup', 'metadata', 'labels'): ('PodGroup', 'labels'),
+    ('PodGroup', 'metadata', 'annotations'): ('PodGroup', 'annotations'),
+    ('PodGroup', 'status', 'phase'): ('PodGroup', 'Status', 'Phase'),
+    ('Queue', 'spec', 'capability'): ('Queue', 'Spec', 'Capability'),
+    ('Queue', 'spec', 'deserved'): ('Queue', 'Spec', 'deserved'),
+    ('Queue', 'spec', 'guarantee'): ('Queue', 'Spec', 'guarantee'),
+    ('Queue', 'status', 'allocated'): ('Queue', 'Status', 'Allocated'),
+    ('Queue', 'spec', 'reclaimable'): ('Queue', 'Spec', 'Reclaimable'),
+    ('Queue', 'status', 'state'): ('Queue', 'Status', 'State'),
+    ('Queue', 'spec', 'parent'): ('Queue', 'Spec', 'parent'),
+    ('Queue', 'metadata', 'labels'): ('Queue', 'labels'),
+    ('Queue', 'metadata', 'annotations'): ('Queue', 'annotations'),
+}
+WIRE.update({step: paths + tuple(LEGACY_CRD[p] for p in paths if p in LEGACY_CRD)
+             for step, paths in WIRE.items() if any(p in LEGACY_CRD for p in paths)})
+
 #: Scalar resources that Volcano does NOT send in milli units.
 PLAIN_SCALARS = frozenset({"pods"})
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import msgspec
 
 from .. import schema
-from .paths import ALWAYS_READ, WirePath, wire_paths
+from .paths import ALWAYS_READ, LEGACY_CRD, WirePath, wire_paths
 from .quantity import QUANTITY_PATTERN
 
 
@@ -132,6 +132,8 @@ LEAF_TYPES: dict[str, dict[WirePath, Any]] = {
         ("Queue", "metadata", "annotations"): StrMap,
     },
 }
+for _types in LEAF_TYPES.values():  # the same types under Volcano <= v1.13's keys
+    _types.update({legacy: _types[modern] for modern, legacy in LEGACY_CRD.items() if modern in _types})
 
 
 def _element_roots() -> dict[tuple[str, WirePath], str]:

@@ -12,7 +12,7 @@ import operator
 
 import msgspec
 
-from .paths import TASK_STATUSES
+from .paths import LEGACY_CRD, TASK_STATUSES
 from .resources import Counts, Resources, _get, amount_from_wire, amount_reader
 from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
 
@@ -62,6 +62,19 @@ def _string(*keys) -> property:
     return property(read)
 
 
+def _crd(raw, *keys):
+    """A field of the PodGroup in a JobInfo or the Queue in a QueueInfo: under its v1.14 key, or
+    else under Volcano <= v1.13's (``paths.LEGACY_CRD``)."""
+    value = _dig(raw, *keys)
+    if value is None and keys in LEGACY_CRD:
+        value = _dig(raw, *LEGACY_CRD[keys])
+    return value
+
+
+def _crd_string(*keys) -> property:
+    return property(lambda self: _crd(self.raw, *keys))
+
+
 class WireMapping(property):
     """A view field that is a Go map on the wire at ``keys`` (a dict, never None). ``path`` is
     the attribute path of ``keys`` in one ``attrgetter``; ``View.raw_map_path`` gives it to the
@@ -74,7 +87,7 @@ class WireMapping(property):
             try:
                 value = path(view.raw)
             except AttributeError:
-                value = _dig(view.raw, *keys)
+                value = _crd(view.raw, *keys)
             return value if isinstance(value, dict) else {}
         super().__init__(read)
         self.keys, self.path = keys, path
@@ -259,10 +272,10 @@ class JobView(View):
     allocated = WireResources("Allocated")
     total_request = WireResources("TotalRequest")
     min_resources = property(lambda self: Resources.from_quantities(
-        _dig(self.raw, "PodGroup", "spec", "minResources")))
+        _crd(self.raw, "PodGroup", "spec", "minResources")))
     labels = _mapping("PodGroup", "metadata", "labels")
     annotations = _mapping("PodGroup", "metadata", "annotations")
-    phase = _string("PodGroup", "status", "phase")
+    phase = _crd_string("PodGroup", "status", "phase")
 
     @property
     def queue(self):
@@ -291,20 +304,20 @@ class QueueView(View):
     uid = _string("UID")
     name = _string("Name")
     weight = _number("Weight")
-    capability = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "spec", "capability")))
-    deserved = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "spec", "deserved")))
+    capability = property(lambda self: Resources.from_quantities(_crd(self.raw, "Queue", "spec", "capability")))
+    deserved = property(lambda self: Resources.from_quantities(_crd(self.raw, "Queue", "spec", "deserved")))
     guarantee = property(lambda self: Resources.from_quantities(
-        _dig(self.raw, "Queue", "spec", "guarantee", "resource")))
-    allocated = property(lambda self: Resources.from_quantities(_dig(self.raw, "Queue", "status", "allocated")))
-    state = _string("Queue", "status", "state")
-    parent = _string("Queue", "spec", "parent")
+        _dig(_crd(self.raw, "Queue", "spec", "guarantee"), "resource")))
+    allocated = property(lambda self: Resources.from_quantities(_crd(self.raw, "Queue", "status", "allocated")))
+    state = _crd_string("Queue", "status", "state")
+    parent = _crd_string("Queue", "spec", "parent")
     labels = _mapping("Queue", "metadata", "labels")
     annotations = _mapping("Queue", "metadata", "annotations")
 
     @property
     def reclaimable(self) -> bool:
         """Volcano treats an unset ``spec.reclaimable`` as true; so do we."""
-        value = _dig(self.raw, "Queue", "spec", "reclaimable")
+        value = _crd(self.raw, "Queue", "spec", "reclaimable")
         return True if value is None else bool(value)
 
 

@@ -364,3 +364,35 @@ def test_tasks_inside_a_node_or_a_job_are_not_held_to_the_required_fields(full):
     for task in job["job"]["Tasks"].values():
         del task["UID"]
     assert decode_job(json.dumps(job).encode(), full).job.tasks
+
+
+def _go_names(obj: dict) -> dict:
+    """A v1.14 PodGroup or Queue as Volcano <= v1.13 marshals its internal type: ObjectMeta
+    inline, Spec and Status and most of their fields under their Go names (guarantee, deserved and
+    parent were tagged). Read from volcano.sh/apis v1.10.0 and v1.13.0, pkg/apis/scheduling."""
+    tagged = {"guarantee", "deserved", "parent"}
+    legacy = dict(obj.get("metadata") or {})
+    for part in ("spec", "status"):
+        legacy[part.capitalize()] = {k if k in tagged else k[0].upper() + k[1:]: v
+                                     for k, v in (obj.get(part) or {}).items()}
+    return legacy
+
+
+def test_podgroup_and_queue_of_volcano_up_to_v1_13_decode_as_of_v1_14(full):
+    """e2e/volcano/scenarios/enqueue.yaml on Volcano v1.10.0 found queue.state null: the
+    Queue of a QueueInfo (and the PodGroup of a JobInfo) arrived under Go field names."""
+    body = json.loads(sample("jobReady"))
+    body["job"]["PodGroup"] = _go_names(body["job"]["PodGroup"])
+    assert "Spec" in body["job"]["PodGroup"] and "labels" in body["job"]["PodGroup"]
+    old, new = decode_job(json.dumps(body).encode(), full).job, decode_job(sample("jobReady"), full).job
+    for field in ("min_resources", "phase", "labels", "annotations"):
+        assert getattr(old, field) == getattr(new, field), field
+    assert old.phase == "Inqueue" and old.min_resources.gpu == 6
+
+    body = json.loads(sample("queueOverused"))
+    body["queue"]["Queue"] = _go_names(body["queue"]["Queue"])
+    old, new = decode_queue(json.dumps(body).encode(), full).queue, decode_queue(sample("queueOverused"), full).queue
+    for field in ("capability", "deserved", "guarantee", "allocated", "reclaimable", "state", "parent",
+                  "labels", "annotations"):
+        assert getattr(old, field) == getattr(new, field), field
+    assert old.state == "Open" and old.parent == "root"
