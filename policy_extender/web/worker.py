@@ -4,9 +4,10 @@ request has arrived.
 gunicorn's gthread worker hands every readable connection to a thread, which then reads the
 request (headers and body) on a blocking socket. A client that sends its request slowly holds
 that thread for as long as it takes: with 2 workers x 8 threads, 16 clients trickling bodies at
-1 byte/s left no thread for Volcano's calls (issue 37). Here the worker's event loop (the main
-thread, which already accepts connections and watches the kept-alive ones) receives each request
-without waiting (``recv`` on a non-blocking socket, when the poller says bytes are there) until
+1 byte/s left no thread for Volcano's calls (issue 37). Here a request is received without
+waiting (``recv`` on a non-blocking socket) by the worker's event loop (the main thread, which
+already accepts connections and watches the kept-alive ones), whenever the poller says bytes are
+there, until
 
 - it is whole: the headers and, after them, ``Content-Length`` bytes (or a chunked body up to its
   last chunk); or
@@ -16,6 +17,13 @@ without waiting (``recv`` on a non-blocking socket, when the poller says bytes a
 - its headers ask for ``Expect: 100-continue``: the client sends the body only after an interim
   answer, which gunicorn sends from the thread (Volcano never asks for one); or
 - the client closed its side: the thread answers what arrived (a 400 for a cut body).
+
+A kept-alive connection that becomes readable (where Volcano's calls come, nearly all whole in
+one go) is first given to a thread as gthread does, which takes what has arrived without waiting
+(``look``) and answers at once if that is the whole request, else gives the connection to the
+event loop to wait for the rest: receiving every call on the main thread cost 15 % of the
+predicate throughput (each of its system calls lets the other threads have the GIL, and getting
+it back may take the switch interval), where a thread's look costs nothing gthread did not do.
 
 Only then is the connection queued for a thread, with the bytes received in its parser's buffer,
 so the thread parses and answers without waiting for the client. A request not whole within
@@ -61,6 +69,7 @@ from gunicorn import sock as gunicorn_sock
 from gunicorn.http2 import negotiation
 from gunicorn.workers.gthread import ThreadWorker
 
+from policy_extender import metrics
 from policy_extender.web import http as web_http
 
 log = logging.getLogger("policy_extender.web")
@@ -78,6 +87,9 @@ _EXPECT = re.compile(rb"\r\nexpect[ \t]*:[ \t]*100-continue", re.I)
 #: seconds a request may take to arrive when ``body_timeout`` is 0 (no limit): gunicorn's
 #: keep-alive bound, so a connection that never completes a request is still closed one day
 _NO_LIMIT = 120.0
+#: what ``handle`` returns for a request it found incomplete: ``finish_request`` gives it to the
+#: event loop
+_NOT_WHOLE = object()
 
 
 class Arrival:
@@ -106,6 +118,8 @@ class WholeRequestWorker(ThreadWorker):
         #: (the app refuses a longer Content-Length without reading it): read once the app loaded
         self.timeout_seconds = _NO_LIMIT
         self.limits: dict[str, int] = {}
+        #: verb path -> verb (``Service.routes``): a 408 sent here is counted under its verb
+        self.verbs: dict[str, str] = {}
         #: connections whose request's large body a thread receives (or received and answers),
         #: at most half the threads: the others stay for the calls that have arrived whole
         self.receiving: set[Any] = set()
@@ -120,32 +134,45 @@ class WholeRequestWorker(ThreadWorker):
             if service.config.body_timeout > 0:
                 self.timeout_seconds = service.config.body_timeout
             self.limits = {path: service.body_limits[kind] for path, kind in service.routes.items()}
+            self.verbs = dict(service.routes)
 
     def enqueue_req(self, conn: Any) -> None:
-        """Every path to a thread comes here (a new connection, a kept-alive one that became
-        readable, read-ahead after an answer): a thread only for a request that has arrived."""
-        if getattr(conn, "arrived", None) is not None:  # whole, or received as far as the loop does
+        """Every path to a thread comes here: a new connection, a kept-alive one that became
+        readable, read-ahead after an answer, a request the event loop received."""
+        if getattr(conn, "arrived", None) is not None:  # received by the event loop: a thread's now
             super().enqueue_req(conn)
             return
         if negotiation.prior_knowledge_allowed(self.cfg, conn.client):
             conn.arrived = time.monotonic()  # the HTTP/2 preface is read in the thread (TConn.init)
             super().enqueue_req(conn)
             return
+        if conn.parser is not None:
+            # a kept-alive connection with bytes there: a thread takes what has arrived without
+            # waiting (``look``) and answers if that is the whole request (Volcano's calls, nearly
+            # always), else gives it back to the event loop (``finish_request``). The main thread
+            # then does no more than gthread does for it: each of its system calls lets the other
+            # threads have the GIL, and it may wait up to the switch interval to get it back
+            conn.readable_at = time.monotonic()
+            super().enqueue_req(conn)
+            return
         conn.sock.setblocking(False)
         handshake = False
-        if conn.parser is None:
-            if self.cfg.is_ssl:  # TConn.init's wrap, with the handshake done here (on_request_bytes)
-                conn.sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
-                    conn.sock, server_side=True, suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
-                    do_handshake_on_connect=False)
-                handshake = True
-            conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
-            conn.initialized = True  # TConn.init: nothing more to do
+        if self.cfg.is_ssl:  # TConn.init's wrap, with the handshake done here (on_request_bytes)
+            conn.sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
+                conn.sock, server_side=True, suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+                do_handshake_on_connect=False)
+            handshake = True
+        conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
+        conn.initialized = True  # TConn.init: nothing more to do
         started = time.monotonic()
-        arrival = Arrival(conn.parser.unreader.take_buffered(), started, started + self.timeout_seconds, handshake)
+        self.wait_for(conn, Arrival(b"", started, started + self.timeout_seconds, handshake))
+
+    def wait_for(self, conn: Any, arrival: Arrival) -> None:
+        """Receive the connection's request on the event loop (``on_request_bytes``)."""
         self.arrivals[conn] = arrival
+        conn.sock.setblocking(False)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_request_bytes, conn))
-        self.on_request_bytes(conn)  # what is there already (read-ahead, a fast client)
+        self.on_request_bytes(conn)  # what is there already
 
     def on_request_bytes(self, conn: Any, _sock: Any = None) -> None:
         """The poller found bytes: take all that is there, then hand over or keep waiting."""
@@ -154,18 +181,8 @@ class WholeRequestWorker(ThreadWorker):
             return
         if arrival.handshake and not self.shake_hands(conn, arrival):
             return
-        closed = False
         try:
-            while len(arrival.data) < HANDOVER_BYTES:
-                chunk = conn.sock.recv(RECV_BYTES)
-                if not chunk:
-                    closed = True
-                    break
-                arrival.data += chunk
-                if len(chunk) < RECV_BYTES and not _decrypted_pending(conn.sock):
-                    break  # all there was (one more recv would only say so)
-        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            pass
+            closed = receive_available(conn.sock, arrival.data)
         except OSError:  # reset by the client, a TLS error: nothing to answer
             self.drop(conn, answer=False)
             return
@@ -216,14 +233,19 @@ class WholeRequestWorker(ThreadWorker):
             self.poller.unregister(conn.sock)
         if large:
             self.receiving.add(conn)
-        conn.parser.unreader.unread(bytes(arrival.data))
+        conn.parser.unreader.unread(arrival.data)
         conn.arrived = arrival.started
         conn.data_ready = True
         super().enqueue_req(conn)
 
     def finish_request(self, conn: Any, fs: Any) -> None:
-        """A thread is done with the connection's request: a thread that served a large body lets
-        the next one queued have its turn, then gunicorn's."""
+        """A thread is done with the connection (main thread): a request it found incomplete
+        (``look``) goes to the event loop; a thread that served a large body lets the next one
+        queued have its turn; then gunicorn's."""
+        if not fs.cancelled() and fs.exception() is None and fs.result() is _NOT_WHOLE:
+            arrival, conn.waiting = conn.waiting, None
+            self.wait_for(conn, arrival)
+            return
         if conn in self.receiving:
             self.receiving.discard(conn)
             while self.queued and len(self.receiving) < self.receiving_at_most:
@@ -231,14 +253,36 @@ class WholeRequestWorker(ThreadWorker):
         super().finish_request(conn, fs)
 
     def handle(self, conn: Any) -> Any:
-        """In the thread: when the request began to arrive (``web.http.ARRIVAL``: the body
-        deadline counts from there), then gunicorn's."""
-        web_http.ARRIVAL.started = getattr(conn, "arrived", None)
-        conn.arrived = None  # the next request on this connection is received anew
+        """In the thread: for a kept-alive connection, ``look`` first; then, with when the
+        request began to arrive (``web.http.ARRIVAL``: the body deadline counts from there),
+        gunicorn's."""
+        arrived, conn.arrived = getattr(conn, "arrived", None), None  # the next request: anew
+        if arrived is None and conn.parser is not None:
+            arrived = getattr(conn, "readable_at", None) or time.monotonic()
+            if not self.look(conn, arrived):
+                return _NOT_WHOLE
+        web_http.ARRIVAL.started = arrived
         try:
             return super().handle(conn)
         finally:
             web_http.ARRIVAL.started = None
+
+    def look(self, conn: Any, started: float) -> bool:
+        """In the thread, the bytes of a kept-alive connection's next request that have arrived,
+        taken without waiting: True when they are the whole request (left in the parser's buffer
+        for gunicorn's ``handle``), or the client closed or reset the connection (``handle`` then
+        finds so); False when the rest is for the event loop to wait for (``conn.waiting``)."""
+        data = bytearray(conn.parser.unreader.take_buffered())
+        conn.sock.setblocking(False)
+        try:
+            closed = receive_available(conn.sock, data)
+        except OSError:
+            closed = True
+        if closed or judge(data, self.limits) == WHOLE:
+            conn.parser.unreader.unread(data)
+            return True
+        conn.waiting = Arrival(data, started, started + self.timeout_seconds)
+        return False
 
     def murder_pending(self) -> None:
         """gunicorn's (connections deferred by a thread), then the requests past their deadline
@@ -268,6 +312,10 @@ class WholeRequestWorker(ThreadWorker):
         if answer and arrival.data:
             message = _send_408(conn.sock, arrival.data, self.timeout_seconds)
             _close_after_answer(conn.sock)
+            end = arrival.data.find(_HEADERS_END)
+            verb = self.verbs.get(_path(arrival.data)) if end >= 0 else None
+            if verb is not None:  # counted as the app counts its answers (the request metrics)
+                metrics.note_request(verb, 408, time.monotonic() - arrival.started, len(arrival.data) - end - 4)
         self.nr_conns -= 1
         conn.close()
         return message
@@ -326,6 +374,22 @@ def _chunked_complete(data: bytearray, at: int) -> bool:
         at = line_end + 2 + size + 2
         if at > len(data):
             return False
+
+
+def receive_available(sock: Any, data: bytearray) -> bool:
+    """Append to ``data`` what has arrived on the non-blocking ``sock``, up to ``HANDOVER_BYTES``
+    in all; True when the client closed its side. Raises OSError for a reset or a TLS error."""
+    try:
+        while len(data) < HANDOVER_BYTES:
+            chunk = sock.recv(RECV_BYTES)
+            if not chunk:
+                return True
+            data += chunk
+            if len(chunk) < RECV_BYTES and not _decrypted_pending(sock):
+                break  # all there was (one more recv would only say so)
+    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        pass
+    return False
 
 
 def _decrypted_pending(sock: Any) -> int:

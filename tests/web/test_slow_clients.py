@@ -28,7 +28,7 @@ import pytest
 
 from tests.web.conftest import SAMPLES, write_policies
 from tests.web.test_tls import self_signed, wait_ready_https
-from tests.web.volcano import Server, VolcanoClient
+from tests.web.volcano import Server, VolcanoClient, metric_samples
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +77,7 @@ class Tricklers:
         self.keep.set()
         self.answers: list[bytes] = []
         self.errors: list[str] = []
+        self.opened = 0
         self.selector = selectors.DefaultSelector()
         self.thread = threading.Thread(target=self.run, name="tricklers", daemon=True)
 
@@ -87,7 +88,17 @@ class Tricklers:
         return self
 
     def open(self) -> None:
+        """A new trickling connection; every other one first has a whole call answered on it, so
+        its trickled request arrives on a kept-alive connection (a thread looks at those first)."""
         sock = socket.create_connection(("127.0.0.1", self.port))
+        self.opened += 1
+        if self.opened % 2 == 0:
+            sock.sendall(b"POST /predicate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(sample('predicate'))}\r\n\r\n".encode() + sample("predicate"))
+            answer = b""
+            while not answer.endswith(b"}"):  # the JSON answer's end (its only closing brace at the end)
+                answer += sock.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
         sock.sendall(b"POST /predicate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      + f"Content-Length: {TRICKLE_LENGTH}\r\n\r\n".encode() + b"{")
         sock.setblocking(False)
@@ -177,6 +188,11 @@ def test_64_trickling_clients_starve_no_session(server):
         error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
         assert error.startswith(f"request body too slow: "), error
         assert f"of {TRICKLE_LENGTH} bytes arrived within {BODY_TIMEOUT:g} s" in error, error
+    # counted in the request metrics as the app's own answers are (the flushers write every 0.25 s)
+    time.sleep(1)
+    counted = metric_samples(server.port).get(
+        ("policy_extender_requests_total", (("code", "408"), ("verb", "predicate"))), 0)
+    assert counted >= len(tricklers.answers), (counted, len(tricklers.answers))
     assert "Traceback" not in server.log(), server.log()[-3000:]
 
 
