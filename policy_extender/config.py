@@ -235,7 +235,7 @@ class Config:
                                  "Until a request is whole, the worker's event loop receives it and "
                                  "no thread waits for it, so clients that send slowly cannot hold the "
                                  "threads that answer Volcano (a body over 1 MiB goes to a thread "
-                                 "after its first MiB, under the same deadline). 0: no deadline for a "
+                                 "once its first 64 KiB arrived, under the same deadline). 0: no deadline for a "
                                  "body a thread receives; the event loop still closes a request not "
                                  "whole after 120 s.",
                                  parse_float)

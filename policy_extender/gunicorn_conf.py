@@ -14,7 +14,7 @@ and the in-process cost of a predicate is ~340 us (half of it msgspec scanning t
 differs is the connection: sync makes the Go client open a new TCP connection per call. So
 gthread, with 4 threads per worker (they only need to cover the concurrent connections).
 The worker is gthread's with one change (``web/worker.py``): a connection gets a thread only once
-its request has arrived whole (or, for a large body, its first MiB), so clients that send slowly
+its request has arrived whole (or, for a body over 1 MiB, its first 64 KiB), so clients that send slowly
 hold no thread.
 
 ``keepalive`` is longer than Go's idle-connection timeout (90 s): the client then always closes

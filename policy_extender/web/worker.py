@@ -11,9 +11,9 @@ there, until
 
 - it is whole: the headers and, after them, ``Content-Length`` bytes (or a chunked body up to its
   last chunk); or
-- ``HANDOVER_BYTES`` have arrived: a large body (a snapshot, a large prioritize call) is then
-  handed to a thread, which receives the rest into one buffer and decodes it as it arrives, as
-  before (``socket_body.py``); or
+- for a body over ``WHOLE_BODY_BYTES`` (a snapshot, a large prioritize call), its first
+  ``STREAM_AFTER_BYTES`` have arrived: a thread then receives the rest into one buffer and
+  decodes it as it arrives, as before (``socket_body.py``); or
 - its headers ask for ``Expect: 100-continue``: the client sends the body only after an interim
   answer, which gunicorn sends from the thread (Volcano never asks for one); or
 - the client closed its side: the thread answers what arrived (a 400 for a cut body).
@@ -33,12 +33,12 @@ closed. A body handed over early keeps the same deadline, counted from its first
 (``web.http.ARRIVAL``), not from when the thread took it. So connections that have not delivered
 a whole request hold no thread, and the threads stay free for the calls that have.
 
-A large body is the one case where a thread waits for the client (a client may send a MiB and
-stall): at most half the threads of a worker (``receiving_at_most``) serve large bodies at once;
+A large body is the one case where a thread waits for the client (a client may send 64 KiB
+and stall): at most half the threads of a worker (``receiving_at_most``) serve large bodies at once;
 another large body waits, unread, until one of them is done (Volcano sends its onSessionOpen and
 prioritize calls one at a time), or is answered 408 at its deadline.
 
-Each waiting connection holds at most ``HANDOVER_BYTES`` of memory, and a worker has at most
+Each waiting connection holds at most ``HELD_AT_MOST`` bytes (2 MiB), and a worker has at most
 gunicorn's ``worker_connections`` connections open (1000 by default); past that it stops
 accepting until some close (the rest wait in the listen queue).
 
@@ -74,9 +74,18 @@ from policy_extender.web import http as web_http
 
 log = logging.getLogger("policy_extender.web")
 
-#: bytes of a request received on the event loop before a thread takes it: a larger body is
-#: received by the thread from there on (streamed: decoded while it arrives)
-HANDOVER_BYTES = 1 << 20
+#: a body of at most this many bytes is received whole before a thread takes its request
+#: (predicate bodies: 25-500 KB)
+WHOLE_BODY_BYTES = 1 << 20
+#: a longer body goes to a thread once this much of its request has arrived; the thread receives
+#: the rest (an onSessionOpen or a large prioritize decoded while it arrives). Not its first MiB:
+#: receiving that on the event loop put 12-18 ms before a 256 MB onSessionOpen's thread started
+STREAM_AFTER_BYTES = 64 << 10
+#: headers longer than this are not waited for: gunicorn's parser refuses them at once (its own
+#: limits: a 4094-byte request line, 100 fields of 8190 bytes)
+HEADERS_AT_MOST = 1 << 20
+#: what the event loop holds of one request at most: its headers and a whole body
+HELD_AT_MOST = HEADERS_AT_MOST + WHOLE_BODY_BYTES
 #: bytes one ``recv`` on the event loop takes at most
 RECV_BYTES = 256 << 10
 #: the end of the headers; a header line naming the body's framing
@@ -329,14 +338,13 @@ def judge(data: bytearray, limits: dict[str, int]) -> str:
     """``WHOLE`` when a thread can answer the request whose bytes so far are ``data`` without
     waiting for the client: it is whole, or refused without its body (a Content-Length over its
     verb's limit in ``limits``, by path: a 413; one that is not one number: gunicorn's parser
-    answers 400). ``LARGE`` when its body is for a thread to receive: ``HANDOVER_BYTES`` arrived
-    (received on, and decoded as it arrives, by the thread), or the client waits for ``100
+    answers 400; headers over ``HEADERS_AT_MOST``, which it refuses too). ``LARGE`` when its body is for a thread
+    to receive: one over ``WHOLE_BODY_BYTES`` once ``STREAM_AFTER_BYTES`` of the request arrived
+    (the thread receives the rest, decoding as it arrives), or the client waits for ``100
     Continue`` (gunicorn sends it from the thread). Else ``WAIT``."""
-    if len(data) >= HANDOVER_BYTES:
-        return LARGE
     end = data.find(_HEADERS_END)
-    if end < 0:
-        return WAIT
+    if end < 0 or end + 4 > HEADERS_AT_MOST:
+        return WHOLE if len(data) >= HEADERS_AT_MOST else WAIT
     head = bytes(data[:end + 2])
     lengths = _LENGTH.findall(head)
     if len(lengths) > 1 or (lengths and not lengths[0].strip().isdigit()):
@@ -346,9 +354,14 @@ def judge(data: bytearray, limits: dict[str, int]) -> str:
         return WHOLE  # refused by the app at once (413)
     if _EXPECT.search(head):
         return LARGE
+    body = len(data) - end - 4
     if _CHUNKED.search(head):
-        return WHOLE if _chunked_complete(data, end + 4) else WAIT
-    return WHOLE if len(data) - end - 4 >= length else WAIT
+        if _chunked_complete(data, end + 4):
+            return WHOLE
+        return LARGE if body >= WHOLE_BODY_BYTES else WAIT
+    if length > WHOLE_BODY_BYTES:
+        return LARGE if len(data) >= STREAM_AFTER_BYTES else WAIT
+    return WHOLE if body >= length else WAIT
 
 
 def _path(data: bytearray) -> str:
@@ -377,10 +390,10 @@ def _chunked_complete(data: bytearray, at: int) -> bool:
 
 
 def receive_available(sock: Any, data: bytearray) -> bool:
-    """Append to ``data`` what has arrived on the non-blocking ``sock``, up to ``HANDOVER_BYTES``
+    """Append to ``data`` what has arrived on the non-blocking ``sock``, up to ``HELD_AT_MOST``
     in all; True when the client closed its side. Raises OSError for a reset or a TLS error."""
     try:
-        while len(data) < HANDOVER_BYTES:
+        while len(data) < HELD_AT_MOST:
             chunk = sock.recv(RECV_BYTES)
             if not chunk:
                 return True
