@@ -300,7 +300,10 @@ class WholeRequestWorker(ThreadWorker):
         super().murder_pending()
         now = time.monotonic()
         late = []
-        for conn, arrival in self.arrivals.items():  # in the order they began: of their deadlines
+        # in the order they came to the event loop, which is that of their deadlines, except that
+        # a request a thread looked at first (``look``) may come a little after younger ones: it
+        # is then answered that little late
+        for conn, arrival in self.arrivals.items():
             if arrival.deadline > now:
                 break
             late.append(conn)
