@@ -12,6 +12,10 @@ other processes on the host hits each alike:
 * ``service-whole``: the same service with the streamed decode switched off
   (``OpenStream`` threshold raised past the body, ``bench.open_breakdown whole-serve``): the
   body is received, then decoded whole, as before the streamed decode existed;
+* ``service-gthread`` (only when named in ``--servers``): the service on gunicorn's own gthread
+  worker (``bench.open_breakdown gthread-serve``), where a thread takes each connection at once
+  and reads the request, against ``service``, whose worker (``web/worker.py``) receives the
+  request's first 64 KiB on its event loop before a thread takes it;
 * ``service-reuse-off`` (only when named in ``--servers``): the service with ``--node-reuse-bytes
   0``: streamed, but no node taken from the ones its predicates kept (the open before it did);
 * ``service-small-pages`` (only when named): the service with ``--huge-pages false``: the body's
@@ -76,6 +80,9 @@ from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
 from bench.load import Connection, Pool
 from bench.server import ROOT, Server, _RUNNING, command, process_cpu
 
+#: services started through a launcher of this module instead of ``policy_extender``
+LAUNCHERS = {"service-whole": ("bench.open_breakdown", "whole-serve"),
+             "service-gthread": ("bench.open_breakdown", "gthread-serve")}
 #: the servers others are measured against (each that runs gets its own table)
 FLOORS = ("floor", "floor-kept")
 PHASES = ("before", "receive", "decode", "encode", "store", "answer")
@@ -191,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["whole-serve"]:
         return whole_serve(argv[1:])
+    if argv[:1] == ["gthread-serve"]:
+        return gthread_serve(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench.open_breakdown", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=30)
@@ -238,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                     extra = store + (("--node-reuse-bytes", "0") if kind == "service-reuse-off" else ()) \
                         + (("--huge-pages", "false") if kind == "service-small-pages" else ()) \
                         + (("--keep-body-maps", "false") if kind == "service-unkept" else ())
-                    servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", launcher=("bench.open_breakdown", "whole-serve") if kind == "service-whole" else (),
+                    servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", launcher=LAUNCHERS.get(kind, ()),
                                                  workers=args.workers, threads=args.threads, extra=extra)
                 servers[kind].start()
             pools = {kind: Pool(server.host, server.port, 16) for kind, server in servers.items()} if predicates else {}
@@ -333,6 +342,15 @@ def whole_serve(argv: list[str]) -> int:
     from policy_extender.cli import main as cli
     from policy_extender.wire import open_stream
     open_stream.STREAM_FROM = 1 << 62
+    return cli(argv)
+
+
+def gthread_serve(argv: list[str]) -> int:
+    """``policy-extender`` on gunicorn's own gthread worker: every connection handed to a thread
+    at once, which reads the request (the service before ``web/worker.py``)."""
+    from policy_extender import gunicorn_conf
+    from policy_extender.cli import main as cli
+    gunicorn_conf.WORKER_CLASS = "gthread"
     return cli(argv)
 
 

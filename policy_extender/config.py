@@ -229,9 +229,15 @@ class Config:
     body_limits: dict[str, int] = option(lambda: dict(DEFAULT_BODY_LIMITS), "Per-verb body limits: "
                                          "`onSessionOpen=512MiB,prioritize=128MiB` or a YAML mapping.",
                                          parse_limits, factory=True, shown="onSessionOpen=1024MiB,prioritize=256MiB")
-    body_timeout: float = option(10.0, "Seconds a request body may take to arrive in full; a "
-                                 "slower client is answered 408 and disconnected, so clients that "
-                                 "trickle bodies cannot hold the worker threads (0: no limit).",
+    body_timeout: float = option(10.0, "Seconds a request (headers and body) may take to arrive "
+                                 "in full, counted from its first byte (from the accept, for a new "
+                                 "connection); a slower client is answered 408 and disconnected. "
+                                 "Until a request is whole, the worker's event loop receives it and "
+                                 "no thread waits for it, so clients that send slowly cannot hold the "
+                                 "threads that answer Volcano (a body over 1 MiB goes to a thread "
+                                 "once its first 64 KiB arrived, under the same deadline). 0: no deadline for a "
+                                 "body a thread receives; the event loop still closes a request not "
+                                 "whole after 120 s.",
                                  parse_float)
     log_level: str = option("info", "debug, info, warning or error.",
                             parse_choice("debug", "info", "warning", "error"))

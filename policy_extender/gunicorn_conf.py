@@ -13,6 +13,9 @@ Throughput is the same within noise, because the GIL lets one thread of a worker
 and the in-process cost of a predicate is ~340 us (half of it msgspec scanning the body); what
 differs is the connection: sync makes the Go client open a new TCP connection per call. So
 gthread, with 4 threads per worker (they only need to cover the concurrent connections).
+The worker is gthread's with one change (``web/worker.py``): a connection gets a thread only once
+its request has arrived whole (or, for a body over 1 MiB, its first 64 KiB), so clients that send slowly
+hold no thread.
 
 ``keepalive`` is longer than Go's idle-connection timeout (90 s): the client then always closes
 an idle connection first, so a request is never sent on a connection the server is closing.
@@ -28,7 +31,9 @@ from policy_extender import heap, logs, metrics
 from policy_extender.config import Config
 from policy_extender.policyset.reload import install_sighup
 
-WORKER_CLASS = "gthread"
+#: gthread, with each request received on the worker's event loop before a thread takes it
+#: (``web/worker.py``: clients that send slowly hold no thread)
+WORKER_CLASS = "policy_extender.web.worker.WholeRequestWorker"
 #: seconds: > Go's http.Transport IdleConnTimeout (90 s)
 KEEPALIVE = 120
 #: seconds a worker may spend on one request before the master restarts it

@@ -9,11 +9,17 @@ as what was read passes the limit. Content type: Volcano sends ``application/jso
 
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import contextmanager
 
 from policy_extender.decide.reply import VerbError
 from policy_extender.web.socket_body import BodyEnded, BodyTimeout, Consumer, read_from_socket
+
+#: ``ARRIVAL.started``: ``time.monotonic()`` when the request this thread serves began to arrive
+#: (set by the worker, ``web/worker.py``): the body deadline counts from there; None elsewhere
+#: (another server, tests calling the app): from when the body read starts
+ARRIVAL = threading.local()
 
 #: Bytes read at a time from a body sent without Content-Length.
 CHUNK = 1024 * 1024
@@ -45,7 +51,8 @@ def check_content_type(environ: dict) -> None:
 
 def read_body(environ: dict, limit: int, timeout: float = 0.0, consumer: Consumer | None = None) -> bytes:
     """The whole request body, never more than ``limit`` bytes (413 beyond), and, when
-    ``timeout`` > 0, never slower than ``timeout`` seconds in all (408 beyond). ``consumer``:
+    ``timeout`` > 0, never later than ``timeout`` seconds after the request began to arrive
+    (``ARRIVAL``; 408 beyond). ``consumer``:
     see ``socket_body.read_from_socket`` (used only where the body is read from the socket)."""
     length = _content_length(environ)
     stream = environ["wsgi.input"]
@@ -54,7 +61,7 @@ def read_body(environ: dict, limit: int, timeout: float = 0.0, consumer: Consume
             return _read_unsized(stream, limit)
     if length > limit:
         raise _too_large(length, limit)
-    deadline = time.monotonic() + timeout if timeout > 0 else None
+    deadline = (getattr(ARRIVAL, "started", None) or time.monotonic()) + timeout if timeout > 0 else None
     try:
         body = read_from_socket(environ, length, deadline, consumer)
     except BodyTimeout as late:

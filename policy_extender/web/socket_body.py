@@ -309,8 +309,15 @@ def _receive_feeding(sock: Any, view: memoryview, got: int, deadline: float | No
             arrived.clear()  # since the count is read again before the next wait
     finally:
         receiver.join()
-    if progress[2] is not None:
-        raise progress[2]
+    failed, progress[2] = progress[2], None
+    if failed is not None:
+        # neither the list nor this frame may keep the exception: its traceback holds the frames
+        # that refer to both (and to the body's buffer), a reference cycle that would keep an
+        # aborted body's memory until a garbage collection (issue 37 item 2)
+        try:
+            raise failed
+        finally:
+            del failed
 
 
 #: the longest this thread feeds without letting the receiver have the GIL

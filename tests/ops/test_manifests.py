@@ -310,8 +310,11 @@ def test_sidecar_patch_names_do_not_collide_with_the_scheduler_pod():
 
 def test_gunicorn_config_loads_and_wires_the_metrics_hooks():
     from policy_extender import gunicorn_conf, metrics
+    from gunicorn.util import load_class
+    from gunicorn.workers.gthread import ThreadWorker
     settings = gunicorn_conf.settings(Config())
-    assert settings["worker_class"] == "gthread"
+    # gthread's worker, receiving each request on its event loop first (web/worker.py)
+    assert issubclass(load_class(settings["worker_class"]), ThreadWorker)
     for hook in ("on_starting", "child_exit"):
         assert callable(settings[hook])
     assert settings["on_starting"].__module__ == gunicorn_conf.__name__

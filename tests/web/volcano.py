@@ -98,21 +98,22 @@ class Server:
 
     The one harness for every test that needs the real service (web, reload, replay, reliability,
     soak): ``extra_args`` adds serve flags, ``pythonpath`` goes before the repository on
-    ``PYTHONPATH`` (the reload tests hide watchdog that way). Without ``session_store`` each
+    ``PYTHONPATH`` (the reload tests hide watchdog that way), ``launcher`` is the module (and its
+    arguments) run with ``python -m`` instead of ``policy_extender`` (``tests.web.gc_probe_serve``). Without ``session_store`` each
     server gets a SQLite file of its own; ``instance_defaults`` instead leaves the session store
     and ``PROMETHEUS_MULTIPROC_DIR`` unset, as a user who just runs ``serve`` does.
     """
 
     def __init__(self, state_dir: Path, policy_dir: Path, session_store: str | None = None, workers: int = 2,
                  threads: int = 8, extra_args: tuple[str, ...] = (), reload_interval: float = 0.0,
-                 pythonpath: str = "", instance_defaults: bool = False) -> None:
+                 pythonpath: str = "", instance_defaults: bool = False, launcher: tuple[str, ...] = ()) -> None:
         state_dir = Path(state_dir)
         self.port = free_port()
         self.workers = workers
         self.log_path = state_dir / f"server-{self.port}.log"
         session_store = session_store or f"sqlite:{state_dir / f'sessions-{self.port}.sqlite'}"
         store_args = () if instance_defaults else ("--session-store", session_store)
-        args = [sys.executable, "-m", "policy_extender", "serve", "--bind", f"127.0.0.1:{self.port}",
+        args = [sys.executable, "-m", *(launcher or ("policy_extender",)), "serve", "--bind", f"127.0.0.1:{self.port}",
                 "--workers", str(workers), "--threads", str(threads), "--policy-dirs", str(policy_dir),
                 *store_args, "--reload-interval", str(reload_interval), *extra_args]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [pythonpath, str(REPO)])),
