@@ -85,6 +85,7 @@ func main() {
 		fatal(fmt.Errorf("no scenario %q", *one))
 	}
 	total, passed, skipped := 0, 0, 0
+	verbs := map[string]int{}
 	for _, s := range all {
 		if filter != nil && !filter.MatchString(s.Name) {
 			continue
@@ -98,6 +99,7 @@ func main() {
 		if ok {
 			passed++
 		}
+		addCalls(verbs, text)
 		if *verbose || !ok {
 			fmt.Fprint(report, text)
 		}
@@ -107,6 +109,7 @@ func main() {
 		line += fmt.Sprintf(" (%d not for this release)", skipped)
 	}
 	fmt.Fprintln(report, line)
+	fmt.Fprintf(report, "volcano %s: verbs called: %s\n", *release, formatCounts(verbs))
 	if passed != total {
 		os.Exit(1)
 	}
@@ -129,6 +132,23 @@ func runIsolated(name string) (bool, string) {
 		text = fmt.Sprintf("FAIL  %s\n      error: %v\n", name, err)
 	}
 	return err == nil, text
+}
+
+// addCalls adds the "calls:" line of a scenario's report to the release's counts per verb.
+func addCalls(verbs map[string]int, report string) {
+	for _, line := range strings.Split(report, "\n") {
+		rest, found := strings.CutPrefix(strings.TrimSpace(line), "calls: ")
+		if !found {
+			continue
+		}
+		for _, part := range strings.Split(rest, ", ") {
+			var verb string
+			var n int
+			if _, err := fmt.Sscanf(part, "%s %d", &verb, &n); err == nil {
+				verbs[verb] += n
+			}
+		}
+	}
 }
 
 func fatal(err error) {
