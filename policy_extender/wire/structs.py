@@ -172,12 +172,13 @@ GO_KEYS: dict[str, dict[str, tuple[str, bool]]] = {
             "TotalRequest": ("object", True), "PodGroup": ("object", True)},
     "queue": {"UID": ("string", False), "Name": ("string", False), "Weight": ("integer", False),
               "Queue": ("object", True)},
-    # the struct values inside, read whole: ``node.ready`` reads ``State``, and a rule reading one
-    # amount (``node.idle.gpu``) reads ``node.idle`` on the way (the checker records both; the
-    # views read a Resource whole), so each key here is required of it (MaxTaskNum is never read)
+    # the struct values inside: a rule reading one amount requires the key it is in (``node.idle.gpu``
+    # ScalarResources, ``.cpu`` MilliCPU, ``.memory`` Memory); one reading the value only as a whole
+    # (``node.idle`` by a computed name; ``node.ready`` reads ``State``) every key listed here.
+    # MaxTaskNum and Reason are never read.
     "Resource": {"MilliCPU": ("number", False), "Memory": ("number", False),
                  "ScalarResources": ("object", True)},
-    "NodeState": {"Phase": ("integer", False), "Reason": ("string", False)},
+    "NodeState": {"Phase": ("integer", False)},
 }
 
 _GO_TYPE_WORDS = {"string": "a string", "integer": "an integer", "number": "a number", "bool": "true or false",
@@ -251,11 +252,14 @@ class _Reads:
         return None
 
     def below(self, key: str, struct: str | None = None) -> _Reads:
-        """The reads below ``key``, as keys of the Go struct ``struct`` (None: not one of Volcano's);
-        a read of the whole value at ``key`` reads every key of that struct."""
-        if any(path == (key,) for path in self.paths) and struct in GO_KEYS:
-            return _Reads(struct, frozenset((k,) for k in GO_KEYS[struct]))
-        return _Reads(struct, frozenset(path[1:] for path in self.paths if len(path) > 1 and path[0] == key))
+        """The reads below ``key``, as keys of the Go struct ``struct`` (None: not one of Volcano's).
+        A value read only whole (its own path, none below it) reads every key of that struct. (A
+        read of ``node.idle.gpu`` records ``node.idle`` too, so a Resource that one rule reads
+        whole and another by amount is held to the amounts read: what it was held to before.)"""
+        deeper = frozenset(path[1:] for path in self.paths if len(path) > 1 and path[0] == key)
+        if not deeper and (key,) in self.paths and struct in GO_KEYS:
+            deeper = frozenset((k,) for k in GO_KEYS[struct])
+        return _Reads(struct, deeper)
 
 
 _NO_READS = _Reads(None, frozenset())

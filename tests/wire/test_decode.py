@@ -446,18 +446,29 @@ def test_a_field_a_rule_reads_is_required_as_go_sends_it(root, key, nullable, fu
 
 def test_only_what_a_rule_reads_is_required():
     """``task.priority`` read: Priority required, Preemptable not; ``node.idle.gpu`` read: Idle
-    and its amounts required (the Resource is read as a whole), Used not."""
-    reads = compile_sources({"p.policy": "filter f: task.priority > 0 and node.idle.gpu >= 0\n"}).reads
+    and its ScalarResources required, not its MilliCPU, nor Used; ``node.used.cpu``: MilliCPU."""
+    reads = compile_sources({"p.policy": "filter f: task.priority > 0 and node.idle.gpu >= 0 and node.used.cpu >= 0\n"}).reads
     body = json.loads(sample("predicate"))
-    del body["task"]["Preemptable"], body["node"]["Used"], body["node"]["Idle"]["MaxTaskNum"]
-    assert decode_predicate(json.dumps(body).encode(), reads).task.priority == 10000
+    del body["task"]["Preemptable"], body["node"]["Idle"]["MilliCPU"], body["node"]["Used"]["ScalarResources"]
+    body["node"]["Idle"]["Memory"] = None
+    request = decode_predicate(json.dumps(body).encode(), reads)
+    assert request.task.priority == 10000 and request.node.idle.gpu == 7
     for change, where in ((_at("task", "Priority", value=...), "$.task.Priority"),
                           (_at("node", "Idle", value=...), "$.node.Idle"),
                           (_at("node", "Idle", "ScalarResources", value=...), "$.node.Idle.ScalarResources"),
-                          (_at("node", "Idle", "MilliCPU", value=None), "$.node.Idle.MilliCPU")):
+                          (_at("node", "Used", "MilliCPU", value=None), "$.node.Used.MilliCPU")):
         with pytest.raises(WireError, match=rf"^{re.escape(where)}: "):
             decode_predicate(_with("predicate", change), reads)
     decode_predicate(_with("predicate", _at("node", "Idle", value=None)), reads)  # a nil *Resource
+
+
+def test_a_value_read_whole_requires_each_of_its_keys():
+    """``node.idle`` by a computed name may read any amount: the Resource's three keys required."""
+    reads = compile_sources({"p.policy": 'filter f: node.idle[task.name] >= 0\n'}).reads
+    for key in ("MilliCPU", "Memory", "ScalarResources"):
+        with pytest.raises(WireError, match=rf"^\$\.node\.Idle\.{key}: missing"):
+            decode_predicate(_with("predicate", _at("node", "Idle", key, value=...)), reads)
+    decode_predicate(_with("predicate", _at("node", "Idle", "MaxTaskNum", value=...)), reads)
 
 
 def test_what_a_rule_reads_of_nested_tasks_is_required_of_each():
