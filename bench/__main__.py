@@ -1,4 +1,4 @@
-"""``python -m bench [SCENARIO ...] [--quick] [--runs N] [--seconds S] [--json FILE]``
+"""``python -m bench [SCENARIO ...] [--quick] [--runs N] [--seconds S] [--baseline DIR] [--json FILE]``
 
 Runs the named scenarios (all by default), prints every figure as it is measured, then the
 targets with PASS/MISS. ``--list`` names the scenarios.
@@ -33,6 +33,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of every server (default 2)")
     parser.add_argument("--threads", type=int, default=4, help="gunicorn threads per worker (default 4)")
     parser.add_argument("--servers", default=",".join(LOAD_SERVERS), help=f"servers to measure (default {','.join(LOAD_SERVERS)})")
+    parser.add_argument("--baseline", metavar="DIR", help="also run the service of another checkout (the code "
+                        "before a change) as the server 'baseline', interleaved with the others")
     parser.add_argument("--json", metavar="FILE", help="also write every row as JSON")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args(argv)
@@ -48,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(SCENARIOS))
         return 0
     ctx = Context(quick=args.quick, runs=1 if args.quick else args.runs, seconds=0.5 if args.quick else args.seconds,
-                  procs=args.procs, workers=args.workers, threads=args.threads, servers=tuple(args.servers.split(",")))
+                  procs=args.procs, workers=args.workers, threads=args.threads, servers=tuple(args.servers.split(",")),
+                  baseline=args.baseline)
     print(f"machine: {machine()}; servers: gunicorn {ctx.workers} workers x {ctx.threads} threads; "
           f"service: {service_available() or 'available'}", flush=True)
     started = time.perf_counter()

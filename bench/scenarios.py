@@ -36,6 +36,9 @@ class Context:
     workers: int = 2
     threads: int = 4
     servers: tuple[str, ...] = LOAD_SERVERS
+    #: another checkout whose service runs beside this one's as the server ``baseline`` (the code
+    #: before a change, measured in the same run: ``python -m bench --baseline DIR``)
+    baseline: str | None = None
     rows: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -72,11 +75,15 @@ def servers_for(ctx: Context, wanted: tuple[str, ...]) -> list[str]:
     if "service" in chosen and missing:
         ctx.notes.append(f"service not measured: {missing}")
         chosen.remove("service")
+    if ctx.baseline and "service" in wanted:
+        chosen.append("baseline")
     return chosen
 
 
 def start(ctx: Context, kind: str) -> Server | None:
     try:
+        if kind == "baseline":  # the service, from the other checkout's code
+            return Server("service", ctx.workers, ctx.threads, root=ctx.baseline).start()
         return Server(kind, ctx.workers, ctx.threads).start()
     except RuntimeError as exc:
         ctx.notes.append(f"{kind} did not start: {str(exc).splitlines()[0]}")
@@ -148,7 +155,7 @@ def add_ratios(ctx: Context, scenario: str, by_server: dict) -> None:
         for kind, row in by_server.items():
             if kind not in ("bare", "bare-socket") and base and base["rps"]:
                 row[f"rps_vs_{floor}"] = row["rps"] / base["rps"]
-    for base in ("handwritten", "handwritten-wsgi"):
+    for base in ("handwritten", "handwritten-wsgi", "baseline"):
         if service and base in by_server:
             service[f"cpu_vs_{base}"] = service["server_cpu_ms"] / by_server[base]["server_cpu_ms"]
     ratios = [f"{kind}.{k}={v:.2f}" for kind, row in by_server.items() for k, v in row.items() if k.startswith(("rps_vs", "cpu_vs"))]

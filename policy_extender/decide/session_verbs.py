@@ -75,6 +75,18 @@ def _count_session(event: str) -> None:
     metrics.count_session(event)
 
 
+def _cycle_reads(service: Service, head) -> Any:
+    """The read set of the policy set deciding this cycle: the one the open session is pinned to,
+    the current one with no session (the event is then refused, after its body is checked)."""
+    if head is None:
+        current = service.policies.current
+        return current.reads if current is not None else None
+    try:
+        return service.policies.pinned(head.policy_version, service.sessions.policy_sources).reads
+    except LookupError:  # policyset.UnknownPolicyVersion: the deciding verbs answer 500 for it;
+        return None      # the event is still counted, its identity fields checked
+
+
 def job_enqueued(service: Service, body: bytes) -> Reply:
     wire_decode.decode_job(body)  # validated, nothing to decide
     return Reply(EMPTY_OBJECT)
@@ -93,9 +105,11 @@ def deallocate(service: Service, body: bytes) -> Reply:
 
 def _event(service: Service, body: bytes, kind: str) -> Reply:
     """An event the store cannot record is an error (5xx): Volcano then decides by
-    ``extender.ignorable`` instead of the event silently missing from this cycle's counts."""
-    task = wire_decode.decode_task_event(body).task
+    ``extender.ignorable`` instead of the event silently missing from this cycle's counts.
+    The task is decoded with the read set of the rules deciding the cycle, so that what they read
+    of a task is required of it here too (wire.structs.GO_KEYS), as in every other verb."""
     head = service.sessions.head()
+    task = wire_decode.decode_task_event(body, _cycle_reads(service, head)).task
     if head is None:
         if service.session_gaps is not None:
             service.session_gaps.no_session(f"{kind}Func")

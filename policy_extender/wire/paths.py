@@ -159,7 +159,8 @@ def go_paths(chain: tuple[Step, ...], whole: bool = False) -> set[WirePath]:
 
 
 def go_reads(reads: Mapping[str, Iterable[tuple[tuple[Step, ...], bool]]]) -> dict[str, frozenset]:
-    """{root type: frozenset of wire paths} for the checker's reads, with what every decoder
-    keeps whatever the policies read (``ALWAYS_READ``)."""
-    return {root: frozenset(ALWAYS_READ.get(root, ())).union(*(go_paths(chain, whole) for chain, whole in chains))
+    """{root type: frozenset of wire paths} for the checker's reads: what the rules read, and
+    only that (the decoders add ``ALWAYS_READ``; a key Volcano always sends is required of a
+    body when a rule reads it, ``structs.GO_KEYS``, not when only the service does)."""
+    return {root: frozenset().union(*(go_paths(chain, whole) for chain, whole in chains))
             for root, chains in reads.items()}

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import msgspec
 
 from policy_extender.errors import WireError
-from .structs import struct_for
+from .structs import expected, struct_for
 
 #: ``{"task"|"node"|"job"|"queue": frozenset of wire paths}``, as ``PolicySet.reads``.
 Reads = Mapping[str, frozenset]
@@ -80,10 +80,24 @@ def _friendly_type(name: str) -> str:
     return " or ".join(n for n in names if n != "null") or "null"
 
 
-#: What a required field (``structs.REQUIRED``, the onSessionOpen maps) holds, by Go key.
-_REQUIRED_TYPES = {"UID": "a non-empty string", "Name": "a non-empty string", "Job": "a string",
-                   "NodeName": "a string", "Queue": "a string", "MinAvailable": "an integer",
-                   "Jobs": "an object", "Nodes": "an object", "Queues": "an object"}
+#: The onSessionOpen body's maps, required of it (``snapshot._open_decoder``).
+_OPEN_MAPS = {"Jobs": "an object", "Nodes": "an object", "Queues": "an object"}
+
+#: The Go struct (``structs.GO_KEYS``) of the object at a path ending in this key or index:
+#: ``$.task``, ``$.evictees[0]``, ``$.Jobs[...].Tasks[...]``, ``$.nodes[0].Idle``, ...
+_STRUCT_AT = {"task": "task", "evictor": "task", "evictees": "task", "Tasks": "task", "node": "node",
+              "nodes": "node", "job": "job", "Jobs": "job", "queue": "queue", "Queues": "queue",
+              "State": "NodeState", **{key: "Resource" for key in ("Resreq", "InitResreq", "Idle", "Used",
+                                                                   "Releasing", "Pipelined", "Allocatable",
+                                                                   "Capacity", "Allocated", "TotalRequest")}}
+
+
+def _expected_at(path: str, key: str) -> str:
+    """What the missing ``key`` of the object at ``path`` holds, in words."""
+    if path == "$" and key in _OPEN_MAPS:
+        return _OPEN_MAPS[key]
+    last = re.findall(r"(\w+)(?:\[[^\]]*\])?$", path)
+    return expected(_STRUCT_AT.get(last[0], "") if last else "", key) or "a value"
 
 
 def _friendly(message: str) -> str:
@@ -112,7 +126,7 @@ def wire_error(error: msgspec.MsgspecError, prefix: str = "$") -> WireError:
     missing = re.fullmatch(r"Object missing required field `([^`]*)`", match["message"])
     if missing:
         key = missing.group(1)
-        return WireError(f"missing: expected {_REQUIRED_TYPES.get(key, 'a value')}; Volcano always sends this "
+        return WireError(f"missing: expected {_expected_at(path, key)}; Volcano always sends this "
                          "field (is the body from Volcano's extender plugin, sent to the right verb path?)",
                          f"{path}.{key}")
     return WireError(_friendly(match["message"]), path)

@@ -43,7 +43,8 @@ def _task_shapes():
     shapes = [copy.deepcopy(TASK_FULL)]
     for null in ({"Pod": None}, {"Pod": {"metadata": None, "spec": None}},
                  {"Pod": {"metadata": {"labels": None, "annotations": None}, "spec": {"nodeSelector": None}}},
-                 {"Pod": {"metadata": {}, "spec": {}}}, {"Resreq": None}, {"Resreq": {"ScalarResources": None}}):
+                 {"Pod": {"metadata": {}, "spec": {}}}, {"Resreq": None},
+                 {"Resreq": {"MilliCPU": 2500, "Memory": 10, "ScalarResources": None}}):
         shape = copy.deepcopy(TASK_FULL)
         shape.update(null)
         shapes.append(shape)
@@ -53,8 +54,8 @@ def _task_shapes():
 def _node_shapes():
     shapes = [copy.deepcopy(NODE_FULL)]
     for null in ({"Node": None}, {"Node": {"metadata": None}}, {"Node": {"metadata": {"labels": None}}},
-                 {"Idle": None}, {"Idle": {"MilliCPU": None, "Memory": None, "ScalarResources": None}},
-                 {"Allocatable": {"ScalarResources": {"pods": None}}}):
+                 {"Idle": None}, {"Idle": {"MilliCPU": 0, "Memory": 0, "ScalarResources": None}},
+                 {"Allocatable": {"MilliCPU": 8000, "Memory": 0, "ScalarResources": {"pods": None}}}):
         shape = copy.deepcopy(NODE_FULL)
         shape.update(null)
         shapes.append(shape)
@@ -147,7 +148,10 @@ def test_a_guard_that_answers_true_or_false_is_the_rules_applies_itself(guard, d
     assert ("_all_true" not in rule.applies.__qualname__) is direct, rule.applies.__qualname__
     for labels, preemptable in (({"app": "web"}, False), ({"app": "db"}, False), ({"app": "db"}, True), ({}, None)):
         task = merged(TASK_FULL, {"Pod": {"metadata": {"labels": labels}}, "Preemptable": preemptable})
-        (t, n), _ = _views(policy_set, task, NODE_FULL)
+        if preemptable is None:  # Go never sends a bool null (a 400 on the wire): a view of a dict
+            t, n = TaskView(task), NodeView(NODE_FULL)
+        else:
+            (t, n), _ = _views(policy_set, task, NODE_FULL)
         value = rule.applies(Context(None, [None] * 8, task=t, node=n))
         assert value is True or value is False, (guard, value)
         decision = policy_set.predicate(t, n, None)

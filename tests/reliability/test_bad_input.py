@@ -24,7 +24,13 @@ pytestmark = pytest.mark.slow
 #: allocations and the task's job in the snapshot (its MinAvailable), so a lost or added allocation
 #: or a replaced snapshot changes the prioritize answer.
 POLICY = {"cap.policy": "filter cap: session.allocated.tasks < 1\n    reason \"cycle full\"\nscore 10 * free_gpu\n"
-                        "score snap: 1000 * session.allocated.tasks + 100 * (task.job.min_available ?? 0)\n"}
+                        "score snap: 1000 * session.allocated.tasks + 100 * (task.job.min_available ?? 0)\n",
+          #: rules that read fields beyond the identity ones and never change an answer above: what
+          #: they read is required of every body that carries it (REQUIRED_BY_RULES below)
+          "reads.policy": "filter reads: task.requests.gpu >= 0 and task.priority > -10000000000"
+                          " and len(task.annotations) >= 0\n"
+                          "overused weight: queue.weight > 1000000\n"
+                          "victim lower: evictee.priority < evictor.priority\n"}
 #: Added after the session opened: the current version differs from the pinned one and scores 7
 #: more, so a session closed or re-opened by a bad request shows in the scores.
 NEWER = {"newer.policy": "score newer: 7\n"}
@@ -184,6 +190,37 @@ REQUIRED_FIELDS = [
     ("reclaimable evictor without Job", "reclaimable", edited("reclaimable", "evictor", "Job", remove=True),
      f"$.evictor.Job: {MISSING} a string"),
 ]
+
+#: Fields a loaded rule reads (``reads.policy`` and ``free_gpu``, of the set the session is
+#: pinned to) that Volcano always sends: missing, null where Go cannot send null, or of another
+#: type, each is a 400 naming its path, as the identity fields are (docs/reliability.md). Before
+#: they were required, each of these but the string Weight was decided as if the field were zero
+#: or empty (the events were recorded), or refused with a decision.
+REQUIRED_BY_RULES = [
+    ("predicate without task.Resreq", "predicate", edited("predicate", "task", "Resreq", remove=True),
+     f"$.task.Resreq: {MISSING} an object or null"),
+    ("prioritize a node without Idle", "prioritize", edited("prioritize", "nodes", 0, "Idle", remove=True),
+     f"$.nodes[0].Idle: {MISSING} an object or null"),
+    ("queueOverused queue.Weight a string", "queueOverused", edited("queueOverused", "queue", "Weight", value="3"),
+     "$.queue.Weight: expected integer, got string"),
+    ("allocateFunc task.Priority a string", "allocateFunc", edited("allocateFunc", "task", "Priority", value="high"),
+     "$.task.Priority: expected integer, got string"),
+    ("deallocateFunc task.Priority a string", "deallocateFunc",
+     edited("deallocateFunc", "task", "Priority", value="high"), "$.task.Priority: expected integer, got string"),
+    ("allocateFunc task annotations a list", "allocateFunc",
+     edited("allocateFunc", "task", "Pod", "metadata", "annotations", value=["a=b"]),
+     "$.task.Pod.metadata.annotations: expected object, got array"),
+    ("deallocateFunc task annotations a string", "deallocateFunc",
+     edited("deallocateFunc", "task", "Pod", "metadata", "annotations", value="a=b"),
+     "$.task.Pod.metadata.annotations: expected object, got string"),
+    ("predicate without node.Idle", "predicate", edited("predicate", "node", "Idle", remove=True),
+     f"$.node.Idle: {MISSING} an object or null"),
+    ("preemptable evictor without Priority", "preemptable", edited("preemptable", "evictor", "Priority", remove=True),
+     f"$.evictor.Priority: {MISSING} an integer"),
+    ("reclaimable evictor without Priority", "reclaimable", edited("reclaimable", "evictor", "Priority", remove=True),
+     f"$.evictor.Priority: {MISSING} an integer"),
+]
+REQUIRED_FIELDS += REQUIRED_BY_RULES
 
 MATRIX += [(case, request(verb, data), 400) for case, verb, data, _ in REQUIRED_FIELDS]
 #: the start of each case's error message, past ``"<verb>: "``

@@ -1,6 +1,7 @@
 """Every sample body decodes, views give normalised values, errors carry paths, pruning prunes."""
 
 import json
+import re
 
 import msgspec
 import pytest
@@ -10,7 +11,9 @@ from policy_extender.wire.decode import (decode_job, decode_predicate, decode_pr
                                          decode_victims)
 from policy_extender.errors import WireError
 from policy_extender.wire.snapshot import decode_session_open
-from policy_extender.wire.structs import struct_for
+from policy_extender.policyset import compile_sources
+from policy_extender.wire.paths import ALWAYS_READ
+from policy_extender.wire.structs import GO_KEYS, REQUIRED, expected, struct_for
 
 from .conftest import sample
 
@@ -131,17 +134,21 @@ def test_prioritize_nodes(full):
 
 # ------------------------------------------------------------------ nulls and missing data
 
-#: Job and NodeName are Go strings (never null on the wire, and required); the rest may be null.
-NULL_TASK = {"UID": "t1", "Job": "", "Name": None, "Namespace": None, "NodeName": "",
-             "Resreq": None, "InitResreq": None, "Pod": None, "Status": None, "Priority": None,
-             "Preemptable": None, "BestEffort": None, "TaskRole": None}
+#: A task and a node as Go sends them at their emptiest: null wherever Go can send null (a nil
+#: pointer, map or slice; anything inside a Kubernetes object), Go's zero values elsewhere.
+NULL_TASK = {"UID": "t1", "Job": "", "Name": "", "Namespace": "", "NodeName": "", "TaskRole": "",
+             "Resreq": None, "InitResreq": None, "Pod": None, "Status": 0, "Priority": 0,
+             "Preemptable": False, "BestEffort": False}
 NULL_NODE = {"Name": "n1", "Node": {"metadata": None, "spec": {"taints": None}, "status": None},
-             "State": None, "Idle": {"MilliCPU": None, "ScalarResources": {"nvidia.com/gpu": None}},
+             "State": {"Phase": 0, "Reason": ""},
+             "Idle": {"MilliCPU": 0, "Memory": 0, "ScalarResources": {"nvidia.com/gpu": None}},
              "Used": None, "Allocatable": None, "Capacity": None, "Releasing": None,
              "Pipelined": None, "Tasks": None}
+#: the sample task, whole (every field a rule may read is there, as Volcano sends it)
+TASK = json.loads(sample("predicate"))["task"]
 
 
-def test_nulls_everywhere_read_as_empty(full):
+def test_nulls_where_go_sends_null_read_as_empty(full):
     request = decode_predicate(json.dumps({"task": NULL_TASK, "node": NULL_NODE}).encode(), full)
     task, node = request.task, request.node
     assert task.labels == {} and task.tolerations == [] and task.requests.cpu == 0
@@ -150,60 +157,89 @@ def test_nulls_everywhere_read_as_empty(full):
     assert node.idle.gpu == 0 and node.idle.cpu == 0 and node.used.memory == 0
 
 
-def test_missing_fields_read_as_empty(full):
+def test_omitted_kubernetes_fields_read_as_empty(full):
+    """Kubernetes leaves an empty map, list or string out of its objects (``omitempty``): a pod
+    without annotations has no ``annotations`` key, or a null one. A rule reading them reads empty."""
+    body = json.loads(sample("predicate"))
+    del body["task"]["Pod"]["metadata"]["annotations"], body["task"]["Pod"]["spec"]["priorityClassName"]
+    body["task"]["Pod"]["metadata"]["labels"] = None
+    del body["node"]["Node"]["metadata"]["labels"], body["node"]["Node"]["status"]["conditions"]
+    request = decode_predicate(json.dumps(body).encode(), full)
+    assert request.task.annotations == {} and request.task.labels == {} and request.task.priority_class is None
+    assert request.node.labels == {} and request.node.conditions == {}
+
+
+def test_missing_unread_fields_read_as_empty():
     request = decode_predicate(b'{"task": {"UID": "t", "Job": "", "NodeName": ""}, '
-                               b'"node": {"Name": "n", "NewField": [1]}}', full)
+                               b'"node": {"Name": "n", "NewField": [1]}}', {})
     assert request.task.requests.gpu == 0 and request.node.labels == {}
     assert request.node.allocatable.pods == 0 and request.node.name == "n"
 
 
 def test_prioritize_null_nodes_is_no_nodes(full):
-    assert decode_prioritize(b'{"task": {"UID": "t", "Job": "", "NodeName": ""}, "nodes": null}', full).nodes == []
+    assert decode_prioritize(json.dumps({"task": TASK, "nodes": None}).encode(), full).nodes == []
 
 
 def test_victims_null_evictees_is_none(full):
-    request = decode_victims(b'{"evictor": {"UID": "t", "Job": "", "NodeName": ""}, "evictees": null}', full)
+    request = decode_victims(json.dumps({"evictor": TASK, "evictees": None}).encode(), full)
     assert request.evictees == [] and request.raw_evictees == []
 
 
-def test_map_or_list_collections_both_decode(full):
+def test_map_or_list_collections_both_decode():
+    reads = {"job": frozenset({("Tasks", "*"), ("Tasks", "*", "Status")})}  # job.ready_tasks
     as_list = decode_job(b'{"job": {"UID": "j", "Queue": "q", "MinAvailable": 1, '
-                         b'"Tasks": [{"UID": "a", "Status": 32}]}}', full).job
+                         b'"Tasks": [{"UID": "a", "Status": 32}]}}', reads).job
     assert [t.status for t in as_list.tasks] == ["Running"] and as_list.ready_tasks == 1
 
 
 # ------------------------------------------------------------------ errors with paths
 
-T = b'"UID": "t", "Job": "", "NodeName": ""'  # a task's required fields
+T = b'"UID": "t", "Job": "", "NodeName": ""'  # a task's identity fields
 N = b'"Name": "n"'                             # a node's
 
 
+def _at(*path, value):
+    """A change to a sample body: the value at ``path`` replaced (``...``: removed)."""
+    def change(body):
+        for key in path[:-1]:
+            body = body[key]
+        if value is ...:
+            del body[path[-1]]
+        else:
+            body[path[-1]] = value
+    return change
+
+
+@pytest.mark.parametrize("change,message", [
+    (_at("task", "Resreq", "MilliCPU", value="2"), "$.task.Resreq.MilliCPU: expected number, got string"),
+    (_at("task", "Status", value="Running"), "$.task.Status: expected integer, got string"),
+    (_at("node", "Node", "metadata", "labels", "a", value=1), "$.node.Node.metadata.labels[...]: expected string, got integer"),
+    (_at("node", "State", "Phase", value=True), "$.node.State.Phase: expected integer, got bool"),
+    (_at("node", value=[]), "$.node: expected object, got array"),
+    (_at("node", value=...), "$.node: missing"),
+])
+def test_wrong_types_raise_wire_error_with_path(change, message, full):
+    with pytest.raises(WireError) as error:
+        decode_predicate(_with("predicate", change), full)
+    assert str(error.value).startswith(message)
+
+
 @pytest.mark.parametrize("body,message", [
-    (b'{"task": {"Resreq": {"MilliCPU": "2"}, ' + T + b'}, "node": {' + N + b'}}',
-     "$.task.Resreq.MilliCPU: expected number, got string"),
-    (b'{"task": {"Status": "Running", ' + T + b'}, "node": {' + N + b'}}',
-     "$.task.Status: expected integer, got string"),
-    (b'{"task": {' + T + b'}, "node": {"Node": {"metadata": {"labels": {"a": 1}}}, ' + N + b'}}',
-     "$.node.Node.metadata.labels[...]: expected string, got integer"),
-    (b'{"task": {' + T + b'}, "node": {"State": {"Phase": true}, ' + N + b'}}',
-     "$.node.State.Phase: expected integer, got bool"),
-    (b'{"task": {' + T + b'}, "node": []}', "$.node: expected object, got array"),
     (b'[]', "$: expected object, got array"),
-    (b'{"task": {' + T + b'}}', "$.node: missing"),
-    (b'{"task": {' + T + b'}, "node": {' + N, "$: malformed JSON"),
+    (sample("predicate")[:-1], "$: malformed JSON"),
     (b'', "$: empty body: expected a JSON object"),
 ])
-def test_wrong_types_raise_wire_error_with_path(body, message, full):
+def test_a_body_that_is_no_json_object_is_a_wire_error(body, message, full):
     with pytest.raises(WireError) as error:
         decode_predicate(body, full)
     assert str(error.value).startswith(message)
 
 
 def test_evictee_error_path_names_the_evictee(full):
-    body = (b'{"evictor": {' + T + b'}, "evictees": [{"UID": "a", "Job": "", "NodeName": ""}, '
-            b'{"Priority": "high", ' + T + b'}]}')
+    body = json.loads(sample("preemptable"))
+    body["evictees"].append({**body["evictees"][0], "Priority": "high"})
     with pytest.raises(WireError, match=r"^\$\.evictees\[1\]\.Priority: expected integer, got string"):
-        decode_victims(body, full)
+        decode_victims(json.dumps(body).encode(), full)
 
 
 def test_bad_quantity_string_is_a_wire_error(full):
@@ -353,17 +389,20 @@ def test_required_fields_are_decoded_even_when_no_policy_reads_them():
     assert decode_task_event(sample("allocateFunc"), {}).task.uid
 
 
-def test_tasks_inside_a_node_or_a_job_are_not_held_to_the_required_fields(full):
-    """Only the top-level objects are checked: the pods on a node are read leniently."""
+def test_tasks_inside_a_node_or_a_job_are_not_held_to_the_identity_fields():
+    """The identity fields are required of the top-level objects only: the pods on a node, the
+    tasks of a job are held to what the rules read of them, no more."""
+    reads = {"node": frozenset({("Tasks", "*"), ("Tasks", "*", "Resreq")}),   # node.tasks, t.requests
+             "job": frozenset({("Tasks", "*"), ("Tasks", "*", "Status")})}   # job.ready_tasks
     body = json.loads(sample("predicate"))
     for task in body["node"]["Tasks"].values():
         del task["UID"], task["Job"]
         task["NodeName"] = None
-    assert len(decode_predicate(json.dumps(body).encode(), full).node.tasks) == len(body["node"]["Tasks"])
+    assert len(decode_predicate(json.dumps(body).encode(), reads).node.tasks) == len(body["node"]["Tasks"])
     job = json.loads(sample("jobReady"))
     for task in job["job"]["Tasks"].values():
         del task["UID"]
-    assert decode_job(json.dumps(job).encode(), full).job.tasks
+    assert decode_job(json.dumps(job).encode(), reads).job.tasks
 
 
 def _go_names(obj: dict) -> dict:
@@ -396,3 +435,99 @@ def test_podgroup_and_queue_of_volcano_up_to_v1_13_decode_as_of_v1_14(full):
                   "labels", "annotations"):
         assert getattr(old, field) == getattr(new, field), field
     assert old.state == "Open" and old.parent == "root"
+
+
+# ------------------------------------------------------------------ fields the rules read (structs.GO_KEYS)
+
+#: (object type, verb whose body carries one, where it is): the top-level objects of the samples
+TOP_LEVEL = {"task": ("predicate", ("task",)), "node": ("predicate", ("node",)),
+             "job": ("jobEnqueueable", ("job",)), "queue": ("queueOverused", ("queue",))}
+GO_CASES = [(root, key, nullable) for root in TOP_LEVEL for key, (_, nullable) in GO_KEYS[root].items()]
+
+
+def _decode(verb: str, body: bytes, reads):
+    return (decode_session_open if verb == "onSessionOpen" else DECODERS[verb])(body, reads)
+
+
+@pytest.mark.parametrize("root,key,nullable", GO_CASES, ids=[f"{r}.{k}" for r, k, _ in GO_CASES])
+def test_a_field_a_rule_reads_is_required_as_go_sends_it(root, key, nullable, full):
+    """Every key of Volcano's structs that a rule reads: missing, a 400 naming it and what Go sends
+    there; null, a 400 unless Go sends null there (a nil pointer, map or slice); another JSON type,
+    a 400. With no rule reading it (the minimal read set), all three are accepted, as before."""
+    verb, path = TOP_LEVEL[root]
+    where = "$." + ".".join(path) + "." + key
+    missing = _with(verb, _at(*path, key, value=...))
+    with pytest.raises(WireError) as error:
+        _decode(verb, missing, full)
+    assert str(error.value).startswith(f"{where}: missing: expected {expected(root, key)}; Volcano always sends"), \
+        str(error.value)
+    nulled = _with(verb, _at(*path, key, value=None))
+    if nullable:
+        _decode(verb, nulled, full)
+    else:
+        with pytest.raises(WireError, match=rf"^{re.escape(where)}: expected .*, got null"):
+            _decode(verb, nulled, full)
+    odd = [] if GO_KEYS[root][key][0] != "object" else "x"
+    with pytest.raises(WireError, match=rf"^{re.escape(where)}: expected "):
+        _decode(verb, _with(verb, _at(*path, key, value=odd)), full)
+    if key not in REQUIRED.get(root, {}):
+        decoded_anyway = (key,) in ALWAYS_READ.get(root, ())  # its type is checked: the service reads it
+        for body in (missing, nulled) + (() if decoded_anyway else (_with(verb, _at(*path, key, value=odd)),)):
+            _decode(verb, body, {})
+
+
+def test_only_what_a_rule_reads_is_required():
+    """``task.priority`` read: Priority required, Preemptable not; ``node.idle.gpu`` read: Idle
+    and its ScalarResources required, not its MilliCPU, nor Used; ``node.used.cpu``: MilliCPU."""
+    reads = compile_sources({"p.policy": "filter f: task.priority > 0 and node.idle.gpu >= 0 and node.used.cpu >= 0\n"}).reads
+    body = json.loads(sample("predicate"))
+    del body["task"]["Preemptable"], body["node"]["Idle"]["MilliCPU"], body["node"]["Used"]["ScalarResources"]
+    body["node"]["Idle"]["Memory"] = None
+    request = decode_predicate(json.dumps(body).encode(), reads)
+    assert request.task.priority == 10000 and request.node.idle.gpu == 7
+    for change, where in ((_at("task", "Priority", value=...), "$.task.Priority"),
+                          (_at("node", "Idle", value=...), "$.node.Idle"),
+                          (_at("node", "Idle", "ScalarResources", value=...), "$.node.Idle.ScalarResources"),
+                          (_at("node", "Used", "MilliCPU", value=None), "$.node.Used.MilliCPU")):
+        with pytest.raises(WireError, match=rf"^{re.escape(where)}: "):
+            decode_predicate(_with("predicate", change), reads)
+    decode_predicate(_with("predicate", _at("node", "Idle", value=None)), reads)  # a nil *Resource
+
+
+def test_a_value_read_whole_requires_each_of_its_keys():
+    """``node.idle`` by a computed name may read any amount: the Resource's three keys required."""
+    reads = compile_sources({"p.policy": 'filter f: node.idle[task.name] >= 0\n'}).reads
+    for key in ("MilliCPU", "Memory", "ScalarResources"):
+        with pytest.raises(WireError, match=rf"^\$\.node\.Idle\.{key}: missing"):
+            decode_predicate(_with("predicate", _at("node", "Idle", key, value=...)), reads)
+    decode_predicate(_with("predicate", _at("node", "Idle", "MaxTaskNum", value=...)), reads)
+
+
+def test_what_a_rule_reads_of_nested_tasks_is_required_of_each():
+    reads = {"job": frozenset({("Tasks", "*"), ("Tasks", "*", "Status")})}  # job.ready_tasks
+    body = json.loads(sample("jobReady"))
+    del next(iter(body["job"]["Tasks"].values()))["Status"]
+    with pytest.raises(WireError, match=r"^\$\.job\.Tasks\[\.\.\.\]\.Status: missing: expected an integer"):
+        decode_job(json.dumps(body).encode(), reads)
+
+
+def test_every_go_key_is_in_every_sample():
+    """The samples are Volcano's bodies: each object carries every key of GO_KEYS, non-null where
+    Go cannot send null (so the list asks only for what Volcano always sends)."""
+    bodies = {verb: json.loads(sample(verb)) for verb in OBJECTS}
+    opened = json.loads(sample("onSessionOpen"))
+    objects = [(root, body[key] if index is None else body[key][index])
+               for verb, body in bodies.items() for key, index, root in OBJECTS[verb]]
+    objects += [("job", job) for job in opened["Jobs"].values()] + [("queue", q) for q in opened["Queues"].values()]
+    objects += [("task", t) for job in opened["Jobs"].values() for t in job["Tasks"].values()]
+    objects += [("task", t) for t in bodies["predicate"]["node"]["Tasks"].values()]
+    for root, value in objects:
+        for key, (_, nullable) in GO_KEYS[root].items():
+            assert key in value and (nullable or value[key] is not None), (root, key)
+    resources = [value[key] for root, value in objects for key in GO_KEYS[root]
+                 if root in ("task", "node", "job") and isinstance(value.get(key), dict)
+                 and "MilliCPU" in value[key]]
+    assert len(resources) > 20
+    for resource in resources:
+        assert all(key in resource and (nullable or resource[key] is not None)
+                   for key, (_, nullable) in GO_KEYS["Resource"].items()), resource
