@@ -49,9 +49,11 @@ RequestFinished = Callable[[RequestRecord], None]
 
 
 def open_session_store(config: Config) -> Any:
-    """The shared store named by ``config.session_store`` (sqlite:PATH or redis://...)."""
+    """The shared store named by ``config.session_store`` (sqlite:PATH, redis://... or
+    redis+sentinel://...)."""
     return open_store(config.session_store, ttl_seconds=config.session_ttl,
-                      redis_timeout=config.redis_timeout)
+                      redis_timeout=config.redis_timeout, redis_wait_replicas=config.redis_wait_replicas,
+                      redis_wait_timeout=config.redis_wait_timeout)
 
 
 class Service:
@@ -71,7 +73,7 @@ class Service:
                                        on_status=_set_policy_metrics,
                                        fallback=self._last_good_sources if self.last_good else None)
         self.sessions = sessions if sessions is not None else open_session_store(config)
-        self.session_cache = _session_cache(self.sessions)
+        self.session_cache = _session_cache(self.sessions, runtime_dir)
         self.finished: list[RequestFinished] = []
         #: calls without a session, per cycle (decide/session_gaps.py); None outside a served app
         self.session_gaps: Any = None
