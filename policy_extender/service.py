@@ -26,6 +26,7 @@ from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.factory import open_store
+from policy_extender.session.lost import LOST_FILE, LostMarker
 from policy_extender.session.tally import Tally
 from policy_extender.wire import decode, node_reuse
 
@@ -124,9 +125,12 @@ class Service:
         return found[1] if found else None
 
 
-def _session_cache(sessions: Any) -> Any:
-    """This worker's cache of the shared session (snapshot bytes -> views, records -> counts)."""
-    return SessionCache(sessions, on_event=_count_session_event)
+def _session_cache(sessions: Any, runtime_dir: str | None) -> Any:
+    """This worker's cache of the shared session (snapshot bytes -> views, records -> counts);
+    under ``serve`` it shares what it learns of a lost session with the instance's other workers
+    through the runtime directory (session/lost.py)."""
+    marker = LostMarker(os.path.join(runtime_dir, LOST_FILE)) if runtime_dir else None
+    return SessionCache(sessions, on_event=_count_session_event, lost_marker=marker)
 
 
 def _count_session_event(event: str) -> None:
