@@ -341,19 +341,28 @@ class SentinelCluster:
 
     def restart_killed_master(self, timeout: float = 30.0) -> None:
         """Start the killed master again, empty, on its port (as Kubernetes restarts a pod): the
-        sentinels make it a replica of the new master; returns once it is in sync."""
+        sentinels make it a replica of the new master; returns once it is in sync and
+        acknowledges writes (a write on the new master and ``WAIT 1`` succeed)."""
         import redis
 
         self.master = self._redis(self.master_port)
         client = redis.Redis(host="127.0.0.1", port=self.master_port, socket_timeout=2)
+        new_master = redis.Redis(host="127.0.0.1", port=self.replica_port, socket_timeout=5)
         deadline = time.monotonic() + timeout
         try:
             while client.info("replication").get("master_link_status") != "up":
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the old master did not become a replica in {timeout}s")
                 time.sleep(0.1)
+            while True:
+                new_master.set("sentinel-cluster:probe", time.time())
+                if new_master.wait(1, 1000) >= 1:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the old master did not acknowledge writes in {timeout}s")
         finally:
             client.close()
+            new_master.close()
 
     def wait_for_failover(self, timeout: float = 30.0) -> float:
         """Until every sentinel names the replica as the master; returns the seconds it took."""
