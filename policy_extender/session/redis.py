@@ -5,8 +5,8 @@ allocate can never land in a session that another replica has just replaced. All
 hash tag ``{<prefix>}`` so they live in one slot (the scripts also work on a Redis Cluster).
 
 Keys (``P`` = ``{prefix}:``):
-  ``P head``           hash sid, seq, version, opened_at, tip, epoch; PEXPIRE ttl  (the one read per
-                       request; ``epoch``: the Sentinel configuration epoch the open was written under)
+  ``P head``           hash sid, seq, version, opened_at, tip, master; PEXPIRE ttl  (the one read per
+                       request; ``master``: behind Sentinel, the master the open was written to)
   ``P live``           the id of the last session opened and not closed     (to count expiries)
   ``P ended``          list of the last ENDED_KEPT session ids that were closed, replaced or expired
   ``P snapshot:<sid>`` the snapshot bytes; PEXPIRE ttl
@@ -34,11 +34,12 @@ Every connection asks the sentinels for the master first (redis-py's ``Sentinel`
 timeouts. Replication is asynchronous, so a failover may lose the last writes: the open of the
 cycle, or allocate events already answered 200. The cache's history checks (tips, ended ids)
 see a loss only in a worker that had read the lost writes; a worker or replica that had not
-would decide with what is left. So every open stamps the head with the configuration epoch the
-sentinels gave for the master it was written to (a counter the sentinels raise at each
-failover), and a head stamped with an older epoch than the newest one this process has seen is
-a session that went through a failover: ``head()`` raises ``SessionLost`` (503) for it, in every
-worker and replica alike, until the next open writes a head under the new epoch.
+would decide with what is left. So every open stamps the head with the address of the master
+it was written to (as the sentinels name it), and a head read through a connection to another
+master is a session that went through a failover: ``head()`` raises ``SessionLost`` (503) for
+it, in every worker and replica alike, until the next open writes a head on the new master.
+(The address, not the sentinels' configuration epoch: a sentinel restarted without its state
+reports epoch 0 again, and every sentinel of a set restarted together does so for good.)
 
 Acknowledged writes (``wait_replicas`` > 0, the ``redis_wait_replicas`` option): the open and
 each allocate/deallocate event are followed, on the same connection, by ``WAIT wait_replicas
@@ -52,7 +53,6 @@ finding no session and deciding without one.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import redis
@@ -86,11 +86,11 @@ end
 """
 
 # KEYS: head, live, counts, sources:<version>.
-# ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json, epoch.
+# ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json, master.
 _OPEN = _END_CURRENT + """
 end_current(ARGV[1], 'replaced')
 redis.call('HSET', KEYS[1], 'sid', ARGV[2], 'seq', 0, 'version', ARGV[3], 'opened_at', ARGV[4], 'tip', '',
-           'epoch', ARGV[8])
+           'master', ARGV[8])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('SET', ARGV[1] .. 'snapshot:' .. ARGV[2], ARGV[6], 'PX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[2])
@@ -238,22 +238,23 @@ class RedisStore:
     def _keys(self, *names: str) -> list[str]:
         return [self._key + name for name in names]
 
-    # -- the failover epoch (SentinelStore); a plain Redis has one epoch, 0 ------------------
+    # -- which master (SentinelStore); a plain Redis is always the same one, "" -------------
 
-    def _epoch_for_open(self) -> int:
-        """The epoch an open is stamped with: the current master's."""
-        return 0
+    def _master_for_open(self) -> str:
+        """The master an open is about to be written to, stamped on its head."""
+        return ""
 
-    def _newest_epoch(self) -> int:
-        """The newest epoch this process has seen; a head stamped older went through a failover."""
-        return 0
+    def _master_read(self) -> str:
+        """The master the last head() read came from; a head stamped with another one was opened
+        before a failover."""
+        return ""
 
     def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
         session_id = new_session_id()
         with UNAVAILABLE:
             keys = self._keys("head", "live", "counts", "sources:" + policy_version)
             args = [self._key, session_id, policy_version, repr(time.time()), self._ttl_ms(), snapshot,
-                    json.dumps(policy_sources), self._epoch_for_open()]
+                    json.dumps(policy_sources), self._master_for_open()]
             if self.wait_replicas:
                 self._acknowledged(self._bulk, _OPEN, keys, args, "onSessionOpen")
             else:
@@ -266,15 +267,16 @@ class RedisStore:
 
     def head(self) -> Head | None:
         with UNAVAILABLE:
-            sid, seq, version, opened_at, tip, epoch = self._redis.hmget(
-                self._key + "head", ("sid", "seq", "version", "opened_at", "tip", "epoch"))
+            sid, seq, version, opened_at, tip, master = self._redis.hmget(
+                self._key + "head", ("sid", "seq", "version", "opened_at", "tip", "master"))
         if sid is None:
             return None
         head = Head(sid.decode(), int(seq), version.decode(), float(opened_at), (tip or b"").decode())
-        if int(epoch or 0) < self._newest_epoch():
-            raise SessionLost(f"session {head.session_id} was opened before a failover of the Redis "
-                              f"master (epoch {int(epoch or 0)}, now {self._newest_epoch()}): writes of "
-                              "it may be lost; calls fail until the next onSessionOpen")
+        opened_on, now_on = (master or b"").decode(), self._master_read()
+        if opened_on != now_on:
+            raise SessionLost(f"session {head.session_id} was opened before a failover of the Redis master "
+                              f"(on {opened_on or 'an unknown master'}, now {now_on}): writes of it may be "
+                              "lost; calls fail until the next onSessionOpen")
         return head
 
     def snapshot(self, session_id: str) -> bytes | None:
@@ -368,23 +370,6 @@ class RedisStore:
         return max(1, int(self.ttl_seconds * 1000))
 
 
-class _EpochSentinel(redis.sentinel.Sentinel):
-    """redis-py's ``Sentinel``, also keeping the newest configuration epoch the sentinels gave
-    for a master they vouched for (each failover raises it; SENTINEL MASTERS' ``config-epoch``)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.newest_epoch = 0
-        self._epoch_lock = threading.Lock()
-
-    def check_master_state(self, state, service_name):
-        usable = super().check_master_state(state, service_name)
-        if usable:  # a lagging sentinel's older epoch never lowers it
-            with self._epoch_lock:
-                self.newest_epoch = max(self.newest_epoch, int(state.get("config-epoch") or 0))
-        return usable
-
-
 class SentinelStore(RedisStore):
     """The Redis store behind Sentinel: the master is the one the sentinels name at each new
     connection (``redis+sentinel://`` URL, store_url.py), and a session opened before a
@@ -395,7 +380,7 @@ class SentinelStore(RedisStore):
                  session_timeout: float | None = None, wait_replicas: int = 0,
                  wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:
         self.address = parse_sentinel_url(url)
-        self._sentinel = _EpochSentinel(
+        self._sentinel = redis.sentinel.Sentinel(
             list(self.address.sentinels),
             sentinel_kwargs={"socket_timeout": timeout, "socket_connect_timeout": timeout,
                              "password": self.address.sentinel_password})
@@ -407,14 +392,17 @@ class SentinelStore(RedisStore):
                                          socket_connect_timeout=self.timeout, db=address.db,
                                          username=address.username, password=address.password)
 
-    def _epoch_for_open(self) -> int:
-        # asked now, not when a connection was last made: a failover no connection of this
-        # process has met yet must not stamp the new session with the old epoch
-        self._sentinel.discover_master(self.address.master)
-        return self._sentinel.newest_epoch
+    def _master_for_open(self) -> str:
+        # asked now, not when a connection was last made: the open then goes to this master (the
+        # pool drops its idle connections to another one)
+        return _address(self._bulk.connection_pool.get_master_address())
 
-    def _newest_epoch(self) -> int:
-        return self._sentinel.newest_epoch
+    def _master_read(self) -> str:
+        return _address(self._redis.connection_pool.master_address)
+
+
+def _address(address: tuple[str, int] | None) -> str:
+    return "" if address is None else f"{address[0]}:{address[1]}"
 
 
 def _change(entry: bytes) -> Change:
