@@ -93,7 +93,7 @@ class SessionCache:
         self._no_session = no_session
         self._on_event = on_event or (lambda event: None)
         self._lost_marker = lost_marker
-        #: the lost session this worker last logged about from another worker's marker
+        #: the lost session this worker last marked, or logged about from another worker's marker
         self._told_lost: str | None = None
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
@@ -194,7 +194,8 @@ class SessionCache:
             return self._load(again)
         self.counts.lost += 1
         self._on_event("lost")
-        if self._lost_marker is not None:  # the instance's other workers answer 503 too
+        if self._lost_marker is not None and self._told_lost != mine.session_id:
+            self._told_lost = mine.session_id  # written once: the instance's other workers answer 503 too
             self._lost_marker.mark(mine.session_id, mine.opened_at + self.store.ttl_seconds)
         log.error("session %s vanished from the session store without being closed (the store "
                   "restarted empty, or its file was replaced): answering errors until the next "
