@@ -188,13 +188,16 @@ return new
 
 class _Unavailable:
     """``with UNAVAILABLE:`` turns redis-py's connection errors and timeouts (a Redis down,
-    paused or failing over, no master known to the sentinels) into ``StoreUnavailable``."""
+    paused, loading or failing over, no master known to the sentinels) into
+    ``StoreUnavailable``. A refused password or ACL stays what it is (redis-py counts it as a
+    connection error too): a configuration to fix, not a store that will be back."""
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind, error, traceback) -> bool:
-        if kind is not None and issubclass(kind, (redis.ConnectionError, redis.TimeoutError)):
+        if (kind is not None and issubclass(kind, (redis.ConnectionError, redis.TimeoutError))
+                and not issubclass(kind, (redis.AuthenticationError, redis.exceptions.AuthorizationError))):
             raise StoreUnavailable(f"the Redis session store is unavailable: {type(error).__name__}: "
                                    f"{error}") from error
         return False

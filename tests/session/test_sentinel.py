@@ -128,3 +128,4 @@ def test_with_wait_every_acknowledged_event_is_on_the_promoted_replica(cluster):
     assert len(acknowledged) == 200 and set(acknowledged) <= set(stored)
     assert promoted.hget(store._key + "head", "sid") == session_id.encode()  # the open too
     promoted.close()
+
