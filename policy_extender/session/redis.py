@@ -328,7 +328,7 @@ class RedisStore:
         """``script``'s result, after ``WAIT`` on the same connection saw ``wait_replicas``
         replicas acknowledge it; StoreUnavailable when fewer did within ``wait_timeout``."""
         pipe = client.pipeline(transaction=False)
-        pipe.eval(script, len(keys), *keys, *args)
+        pipe.execute_command("EVAL", script, len(keys), *keys, *args)  # Redis runs the Lua script
         pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
         result, replicas = pipe.execute()
         if replicas < self.wait_replicas:
