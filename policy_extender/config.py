@@ -205,7 +205,7 @@ class Config:
     session_store: str = option("sqlite:", "Shared session store: `sqlite:` (a file private to this "
                                 "`serve`, in its runtime directory on /dev/shm, else the temp "
                                 "directory, removed at exit), `sqlite:PATH` (a file one `serve` owns "
-                                "at a time: a second one pointed at it refuses to start) or "
+                                "at a time: a second one pointed at it refuses to start), "
                                 "`redis://HOST:PORT/DB` (shared by several replicas), or Redis behind "
                                 "Sentinel: `redis+sentinel://[:PASSWORD@]HOST:PORT,HOST:PORT,.../MASTER/DB` "
                                 "(the sentinels, the name they monitor the master under, the database; "
