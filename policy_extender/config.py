@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from policy_extender.decide.names import ON_SESSION_OPEN, PRIORITIZE, VERB_KINDS
+from policy_extender.store_url import FORM as SENTINEL_FORM, SCHEME as SENTINEL_SCHEME, parse_sentinel_url
 
 ENV_PREFIX = "POLICY_EXTENDER_"
 
@@ -154,8 +155,11 @@ def parse_choice(*choices: str) -> Callable[[Any], str]:
 
 def parse_store(value: Any) -> str:
     text = str(value)
+    if text.startswith(SENTINEL_SCHEME):
+        parse_sentinel_url(text)  # a malformed address fails at start, naming what is wrong
+        return text
     if not (text.startswith("sqlite:") or text.startswith(("redis://", "rediss://", "unix://"))):
-        raise ValueError(f"expected sqlite:PATH or redis://HOST:PORT/DB, got {value!r}")
+        raise ValueError(f"expected sqlite:PATH, redis://HOST:PORT/DB or {SENTINEL_FORM}, got {value!r}")
     return text
 
 
@@ -201,16 +205,29 @@ class Config:
     session_store: str = option("sqlite:", "Shared session store: `sqlite:` (a file private to this "
                                 "`serve`, in its runtime directory on /dev/shm, else the temp "
                                 "directory, removed at exit), `sqlite:PATH` (a file one `serve` owns "
-                                "at a time: a second one pointed at it refuses to start) or "
-                                "`redis://HOST:PORT/DB` (shared by several replicas).", parse_store)
+                                "at a time: a second one pointed at it refuses to start), "
+                                "`redis://HOST:PORT/DB` (shared by several replicas), or Redis behind "
+                                "Sentinel: `redis+sentinel://[:PASSWORD@]HOST:PORT,HOST:PORT,.../MASTER/DB` "
+                                "(the sentinels, the name they monitor the master under, the database; "
+                                "`?sentinel_password=P` when the sentinels require one). A session "
+                                "opened before a failover answers 503 until the next onSessionOpen.",
+                                parse_store)
     session_ttl: float = option(300.0, "Seconds after which a session never closed is forgotten "
                                 "(> 0).", parse_positive)
     redis_timeout: float = option(0.25, "Seconds to connect to the Redis session store and to wait "
                                   "for each answer (> 0); keep it well under Volcano's "
                                   "`extender.httpTimeout`, so a paused or unreachable Redis fails "
-                                  "the call (5xx: `ignorable` decides) instead of holding a worker "
+                                  "the call (503: `ignorable` decides) instead of holding a worker "
                                   "thread. Opening and closing a session, which write or delete the "
                                   "snapshot, wait up to max(1 s, 4 x this).", parse_positive)
+    redis_wait_replicas: int = option(0, "Replicas that must acknowledge the session's open and each "
+                                      "allocate/deallocate event (Redis `WAIT`) before the call "
+                                      "answers 200; fewer within `redis_wait_timeout` answer 503. So "
+                                      "an answered open or event survives a failover. 0: off (writes "
+                                      "are replicated asynchronously).", parse_int)
+    redis_wait_timeout: float = option(0.1, "Seconds a write waits for `redis_wait_replicas` "
+                                       "acknowledgements (> 0); added to the call's Redis timeout.",
+                                       parse_positive)
     require_session: bool = option(False, "Answer 500 (`{\"error\": ...}`) instead of deciding when a "
                                    "call's rules read session data (`task.job`, the snapshot's `job` or "
                                    "`queue`, `session.*` except `session.open`) and no session is open "

@@ -26,6 +26,7 @@ from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.factory import open_store
+from policy_extender.session.lost import LOST_FILE, LostMarker
 from policy_extender.session.tally import Tally
 from policy_extender.wire import decode, node_reuse
 
@@ -49,9 +50,11 @@ RequestFinished = Callable[[RequestRecord], None]
 
 
 def open_session_store(config: Config) -> Any:
-    """The shared store named by ``config.session_store`` (sqlite:PATH or redis://...)."""
+    """The shared store named by ``config.session_store`` (sqlite:PATH, redis://... or
+    redis+sentinel://...)."""
     return open_store(config.session_store, ttl_seconds=config.session_ttl,
-                      redis_timeout=config.redis_timeout)
+                      redis_timeout=config.redis_timeout, redis_wait_replicas=config.redis_wait_replicas,
+                      redis_wait_timeout=config.redis_wait_timeout)
 
 
 class Service:
@@ -71,7 +74,7 @@ class Service:
                                        on_status=_set_policy_metrics,
                                        fallback=self._last_good_sources if self.last_good else None)
         self.sessions = sessions if sessions is not None else open_session_store(config)
-        self.session_cache = _session_cache(self.sessions)
+        self.session_cache = _session_cache(self.sessions, runtime_dir)
         self.finished: list[RequestFinished] = []
         #: calls without a session, per cycle (decide/session_gaps.py); None outside a served app
         self.session_gaps: Any = None
@@ -122,9 +125,12 @@ class Service:
         return found[1] if found else None
 
 
-def _session_cache(sessions: Any) -> Any:
-    """This worker's cache of the shared session (snapshot bytes -> views, records -> counts)."""
-    return SessionCache(sessions, on_event=_count_session_event)
+def _session_cache(sessions: Any, runtime_dir: str | None) -> Any:
+    """This worker's cache of the shared session (snapshot bytes -> views, records -> counts);
+    under ``serve`` it shares what it learns of a lost session with the instance's other workers
+    through the runtime directory (session/lost.py)."""
+    marker = LostMarker(os.path.join(runtime_dir, LOST_FILE)) if runtime_dir else None
+    return SessionCache(sessions, on_event=_count_session_event, lost_marker=marker)
 
 
 def _count_session_event(event: str) -> None:

@@ -58,8 +58,8 @@ def test_the_import_reader_resolves_relative_imports(tmp_path):
 #: ones below. ``decide.names`` (Volcano's verb names, importing nothing) is read by the
 #: configuration, so it sits at the bottom with it.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "schema", "instance", "logs", "metrics", "heap", "trace", "config", "decide.names", "process",
-     "__init__"),
+    ("errors", "schema", "instance", "logs", "metrics", "heap", "trace", "config", "store_url", "decide.names",
+     "process", "__init__"),
     ("lang",),
     ("wire",),
     ("session",),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import sys
 
@@ -77,9 +78,14 @@ def _log_instance(instance) -> None:
 
 
 def _shown_store(spec: str) -> str:
-    """The store setting without a password (``redis://:secret@host`` -> ``redis://***@host``)."""
+    """The store setting without a password (``redis://:secret@host`` -> ``redis://***@host``,
+    ``...?sentinel_password=secret`` -> ``...?sentinel_password=***``)."""
     scheme, sep, rest = spec.partition("://")
-    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}" if sep and "@" in rest else spec
+    where, query, options = rest.partition("?")
+    if sep and "@" in where:
+        where = "***@" + where.rsplit("@", 1)[1]
+    options = re.sub(r"(sentinel_password=)[^&]*", r"\1***", options)
+    return f"{scheme}{sep}{where}{query}{options}"
 
 
 def _given_flags(args: argparse.Namespace) -> dict:

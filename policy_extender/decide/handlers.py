@@ -23,7 +23,7 @@ from policy_extender.decide.names import PREDICATE
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.decide.session_verbs import current_policy
 from policy_extender.decide.table import VERBS, Verb
-from policy_extender.session.store import SessionLost
+from policy_extender.session.store import SessionLost, StoreUnavailable
 from policy_extender.wire import WireError, decode, encode
 
 log = logging.getLogger("policy_extender.web")
@@ -35,9 +35,9 @@ NO_SESSION_DECISION = "no_session"
 
 def respond(service: Service, kind: str, body: bytes) -> Reply:
     """The reply to one verb call's body, errors included: what HTTP, replay and the fixture
-    runner all answer. A body that cannot be decoded is a 400, a session lost by the store a
-    503, a call ``require_session`` refuses a 500 (logged once per cycle by session_gaps), and
-    a failure while deciding (an ``EvalError``, a bug) a logged 500, so Volcano's
+    runner all answer. A body that cannot be decoded is a 400, a session lost by the store or
+    a store that cannot be reached a 503, a call ``require_session`` refuses a 500 (logged once
+    per cycle by session_gaps), and a failure while deciding (an ``EvalError``, a bug) a logged 500, so Volcano's
     ``extender.ignorable`` decides."""
     try:
         return HANDLERS[kind](service, body)
@@ -51,6 +51,8 @@ def failed(kind: str, exc: Exception) -> Reply:
     if isinstance(exc, WireError):
         return error_reply(400, f"{kind}: {exc}")
     if isinstance(exc, SessionLost):  # logged by the session cache, once per occurrence
+        return error_reply(503, f"{kind}: {exc}")
+    if isinstance(exc, StoreUnavailable):  # Redis down, paused or failing over (logged with the non-200s)
         return error_reply(503, f"{kind}: {exc}")
     if isinstance(exc, SessionRequired):  # logged once per cycle by session_gaps, not once per call
         return Reply(orjson.dumps({"error": exc.message}), 500, NO_SESSION_DECISION)

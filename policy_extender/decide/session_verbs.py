@@ -43,6 +43,7 @@ def on_session_open(service: Service, body: bytes) -> Reply:
     trace.mark("encoded")
     before = service.sessions.session_counts()
     service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    service.session_cache.session_opened()  # a session lost before is not the cycle's any more
     trace.mark("stored")
     if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
         service.tally.record_open(service.sessions.head())

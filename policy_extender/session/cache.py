@@ -21,7 +21,9 @@ Volcano's ``extender.ignorable`` decides) rather than deciding from a picture no
   read again, makes the cache rebuild the session from the store, and says so.
 - A session that disappears from the store without having ended (no close, no replacement, not
   expired: the store restarted empty, its file was replaced) raises ``SessionLost`` on every call
-  until a new session opens.
+  until a new session opens. The worker that finds it tells the other workers of its instance
+  (``lost_marker``, session/lost.py): those that had not read the session answer 503 too
+  instead of deciding without it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from policy_extender.session.allocation import Allocation, decode_allocation
 from policy_extender.session.counts import Counters, Move
 from policy_extender.session.env import JobsAndQueues, SessionEnv, queue_name_of
 from policy_extender.session.head_watch import HEADER_BYTES, watch_for
+from policy_extender.session.lost import LostMarker
 from policy_extender.session.store import Change, Head, SessionLost, SessionStore
 from policy_extender.wire.session_views import NO_SESSION
 from policy_extender.wire.snapshot import load_snapshot
@@ -78,15 +81,20 @@ class SessionCache:
                  decode_snapshot: Callable[[bytes], JobsAndQueues] | None = None,
                  decode_allocation: Callable[[bytes], Allocation] = decode_allocation,
                  *, no_session: Any = NO_SESSION,
-                 on_event: Callable[[str], None] | None = None) -> None:
+                 on_event: Callable[[str], None] | None = None,
+                 lost_marker: LostMarker | None = None) -> None:
         """``decode_snapshot`` defaults to ``wire.snapshot.load_snapshot``, ``decode_allocation``
         to the ``AllocationRecord`` codec the allocate handler writes with. ``on_event`` is told
-        ``"lost"`` or ``"resynced"`` (metrics)."""
+        ``"lost"`` or ``"resynced"`` (metrics). ``lost_marker``: the instance's marker of a lost
+        session, shared with its other workers (None: this process's own knowledge only)."""
         self.store = store
         self._decode_snapshot = decode_snapshot or _wire_snapshot_decoder()
         self._decode_allocation = decode_allocation
         self._no_session = no_session
         self._on_event = on_event or (lambda event: None)
+        self._lost_marker = lost_marker
+        #: the lost session this worker last marked, or logged about from another worker's marker
+        self._told_lost: str | None = None
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
         #: (cached, head): the last head object found fresh for that cache. The head watch returns
@@ -143,6 +151,8 @@ class SessionCache:
         cached = self._cached
         if head is None:
             if cached is None:
+                if self._lost_marker is not None and (lost := self._lost_marker.lost()) is not None:
+                    raise self._lost_elsewhere(lost)
                 return self._no_session
             with self._lock:
                 return self._no_session_now()
@@ -184,12 +194,30 @@ class SessionCache:
             return self._load(again)
         self.counts.lost += 1
         self._on_event("lost")
+        if self._lost_marker is not None and self._told_lost != mine.session_id:
+            self._told_lost = mine.session_id  # written once: the instance's other workers answer 503 too
+            self._lost_marker.mark(mine.session_id, mine.opened_at + self.store.ttl_seconds)
         log.error("session %s vanished from the session store without being closed (the store "
                   "restarted empty, or its file was replaced): answering errors until the next "
                   "onSessionOpen, so that extender.ignorable decides", mine.session_id)
         raise SessionLost(f"session {mine.session_id} vanished from the session store without being "
                           "closed (the store restarted empty or its file was replaced); calls fail "
                           "until the next onSessionOpen")
+
+    def _lost_elsewhere(self, session_id: str) -> SessionLost:
+        """Another worker of this instance found ``session_id`` lost (the marker)."""
+        if self._told_lost != session_id:
+            self._told_lost = session_id
+            log.warning("session %s was lost by the session store (another worker of this instance "
+                        "found it gone): answering errors until the next onSessionOpen", session_id)
+        return SessionLost(f"session {session_id} vanished from the session store without being closed "
+                           "(found by another worker of this instance); calls fail until the next "
+                           "onSessionOpen")
+
+    def session_opened(self) -> None:
+        """This instance answered an onSessionOpen: a session lost before is not the cycle's now."""
+        if self._lost_marker is not None:
+            self._lost_marker.clear()
 
     # -- catching up --------------------------------------------------------------------------
 
@@ -222,6 +250,10 @@ class SessionCache:
             if head is None:
                 self._cached = None
                 return self._no_session
+            if self._lost_marker is not None and (lost := self._lost_marker.lost()) is not None:
+                if lost == head.session_id:
+                    raise self._lost_elsewhere(lost)
+                self._lost_marker.clear()  # another session is the cycle now
             started = self._start(head)
             updated = self._catch_up(started, head) if started is not None else None
             if updated is not None:

@@ -5,7 +5,8 @@ allocate can never land in a session that another replica has just replaced. All
 hash tag ``{<prefix>}`` so they live in one slot (the scripts also work on a Redis Cluster).
 
 Keys (``P`` = ``{prefix}:``):
-  ``P head``           hash sid, seq, version, opened_at, tip; PEXPIRE ttl  (the one read per request)
+  ``P head``           hash sid, seq, version, opened_at, tip, master; PEXPIRE ttl  (the one read per
+                       request; ``master``: behind Sentinel, the master the open was written to)
   ``P live``           the id of the last session opened and not closed     (to count expiries)
   ``P ended``          list of the last ENDED_KEPT session ids that were closed, replaced or expired
   ``P snapshot:<sid>`` the snapshot bytes; PEXPIRE ttl
@@ -25,7 +26,28 @@ answer: a Redis that does not answer (paused, black-holed, failing over) must fa
 quickly, not hold a worker thread. So connections are made and read with ``timeout`` seconds (the
 ``redis_timeout`` option, 0.25 s by default). Opening and closing a session write and delete the
 snapshot, which may be megabytes: those go through a second pool with ``session_timeout``
-(``max(1 s, 4 x timeout)`` by default).
+(``max(1 s, 4 x timeout)`` by default). A Redis that cannot be reached or does not answer in
+time raises ``StoreUnavailable`` (the call answers 503), whatever redis-py raised.
+
+Sentinel (``SentinelStore``, ``redis+sentinel://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT,.../MASTER/DB``).
+Every connection asks the sentinels for the master first (redis-py's ``Sentinel``), with the same
+timeouts. Replication is asynchronous, so a failover may lose the last writes: the open of the
+cycle, or allocate events already answered 200. The cache's history checks (tips, ended ids)
+see a loss only in a worker that had read the lost writes; a worker or replica that had not
+would decide with what is left. So every open stamps the head with the address of the master
+it was written to (as the sentinels name it), and a head read through a connection to another
+master is a session that went through a failover: ``head()`` raises ``SessionLost`` (503) for
+it, in every worker and replica alike, until the next open writes a head on the new master.
+(The address, not the sentinels' configuration epoch: a sentinel restarted without its state
+reports epoch 0 again, and every sentinel of a set restarted together does so for good.)
+
+Acknowledged writes (``wait_replicas`` > 0, the ``redis_wait_replicas`` option): the open and
+each allocate/deallocate event are followed, on the same connection, by ``WAIT wait_replicas
+wait_timeout``; fewer replicas than asked within ``wait_timeout`` raise ``StoreUnavailable``
+(503: Volcano is never told an event was counted that a failover can lose). With it on, the open
+of a cycle is on a replica before Volcano hears of it, so after a failover every replica knows
+that the cycle existed and answers 503 for it, instead of a replica that had not read it yet
+finding no session and deciding without one.
 """
 
 from __future__ import annotations
@@ -34,13 +56,18 @@ import json
 import time
 
 import redis
+import redis.sentinel
 
 from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
-                                           SessionCounts, new_session_id, new_tip)
+                                           SessionCounts, SessionLost, StoreUnavailable,
+                                           new_session_id, new_tip)
+from policy_extender.store_url import parse_sentinel_url
 
 DEFAULT_PREFIX = "policy-extender"
 #: seconds to connect to Redis and to wait for each answer (the ``redis_timeout`` option)
 DEFAULT_TIMEOUT = 0.25
+#: seconds a write waits for its replicas' acknowledgement (``redis_wait_timeout``)
+DEFAULT_WAIT_TIMEOUT = 0.1
 
 # Ends the session named by KEYS[2] (live): counted as `how` if its head (KEYS[1]) is still there,
 # else as expired (the head's PEXPIRE fired); its keys are deleted, its id kept in `ended`.
@@ -59,10 +86,11 @@ end
 """
 
 # KEYS: head, live, counts, sources:<version>.
-# ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json.
+# ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json, master.
 _OPEN = _END_CURRENT + """
 end_current(ARGV[1], 'replaced')
-redis.call('HSET', KEYS[1], 'sid', ARGV[2], 'seq', 0, 'version', ARGV[3], 'opened_at', ARGV[4], 'tip', '')
+redis.call('HSET', KEYS[1], 'sid', ARGV[2], 'seq', 0, 'version', ARGV[3], 'opened_at', ARGV[4], 'tip', '',
+           'master', ARGV[8])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('SET', ARGV[1] .. 'snapshot:' .. ARGV[2], ARGV[6], 'PX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[2])
@@ -158,68 +186,128 @@ return new
 """
 
 
+class _Unavailable:
+    """``with UNAVAILABLE:`` turns redis-py's connection errors and timeouts (a Redis down,
+    paused, loading or failing over, no master known to the sentinels) into
+    ``StoreUnavailable``. A refused password or ACL stays what it is (redis-py counts it as a
+    connection error too): a configuration to fix, not a store that will be back."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if (kind is not None and issubclass(kind, (redis.ConnectionError, redis.TimeoutError))
+                and not issubclass(kind, (redis.AuthenticationError, redis.exceptions.AuthorizationError))):
+            raise StoreUnavailable(f"the Redis session store is unavailable: {type(error).__name__}: "
+                                   f"{error}") from error
+        return False
+
+
+UNAVAILABLE = _Unavailable()
+
+
 class RedisStore:
     """The session store in Redis (see the module docstring)."""
 
     def __init__(self, url: str, ttl_seconds: float = DEFAULT_TTL_SECONDS,
                  prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT,
-                 session_timeout: float | None = None) -> None:
+                 session_timeout: float | None = None, wait_replicas: int = 0,
+                 wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:
         self.url, self.ttl_seconds, self.prefix = url, ttl_seconds, prefix
         self.timeout = timeout
         self.session_timeout = max(1.0, 4 * timeout) if session_timeout is None else session_timeout
+        self.wait_replicas, self.wait_timeout = wait_replicas, wait_timeout
         self._key = "{" + prefix + "}:"
+        waited = wait_timeout if wait_replicas else 0.0  # a write's answer comes after its WAIT
         # redis-py's pools are thread safe and notice a fork (they check the pid) and reconnect.
-        self._redis = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-        bulk = redis.Redis.from_url(url, socket_timeout=self.session_timeout,
-                                    socket_connect_timeout=timeout)
+        self._redis = self._client(timeout)
+        self._writes = self._client(timeout + waited) if waited else self._redis
+        bulk = self._client(self.session_timeout + waited)
+        self._bulk = bulk
         self._open = bulk.register_script(_OPEN)
         self._close = bulk.register_script(_CLOSE)
-        self._event = self._redis.register_script(_EVENT)
+        self._event = self._writes.register_script(_EVENT)
         self._tally_merge = self._redis.register_script(_TALLY_MERGE)
 
+    def _client(self, read_timeout: float) -> redis.Redis:
+        """A client (its own pool) whose answers may take ``read_timeout`` seconds."""
+        return redis.Redis.from_url(self.url, socket_timeout=read_timeout,
+                                    socket_connect_timeout=self.timeout)
+
     def __reduce__(self):
-        return (RedisStore, (self.url, self.ttl_seconds, self.prefix, self.timeout, self.session_timeout))
+        return (type(self), (self.url, self.ttl_seconds, self.prefix, self.timeout, self.session_timeout,
+                             self.wait_replicas, self.wait_timeout))
 
     def _keys(self, *names: str) -> list[str]:
         return [self._key + name for name in names]
 
+    # -- which master (SentinelStore); a plain Redis is always the same one, "" -------------
+
+    def _master_for_open(self) -> str:
+        """The master an open is about to be written to, stamped on its head."""
+        return ""
+
+    def _master_read(self) -> str:
+        """The master the last head() read came from; a head stamped with another one was opened
+        before a failover."""
+        return ""
+
     def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
         session_id = new_session_id()
-        self._open(keys=self._keys("head", "live", "counts", "sources:" + policy_version),
-                   args=[self._key, session_id, policy_version, repr(time.time()),
-                         self._ttl_ms(), snapshot, json.dumps(policy_sources)])
+        with UNAVAILABLE:
+            keys = self._keys("head", "live", "counts", "sources:" + policy_version)
+            args = [self._key, session_id, policy_version, repr(time.time()), self._ttl_ms(), snapshot,
+                    json.dumps(policy_sources), self._master_for_open()]
+            if self.wait_replicas:
+                self._acknowledged(self._bulk, _OPEN, keys, args, "onSessionOpen")
+            else:
+                self._open(keys=keys, args=args)
         return session_id
 
     def close(self) -> None:
-        self._close(keys=self._keys("head", "live", "counts"), args=[self._key])
+        with UNAVAILABLE:
+            self._close(keys=self._keys("head", "live", "counts"), args=[self._key])
 
     def head(self) -> Head | None:
-        sid, seq, version, opened_at, tip = self._redis.hmget(
-            self._key + "head", ("sid", "seq", "version", "opened_at", "tip"))
+        with UNAVAILABLE:
+            sid, seq, version, opened_at, tip, master = self._redis.hmget(
+                self._key + "head", ("sid", "seq", "version", "opened_at", "tip", "master"))
         if sid is None:
             return None
-        return Head(sid.decode(), int(seq), version.decode(), float(opened_at), (tip or b"").decode())
+        head = Head(sid.decode(), int(seq), version.decode(), float(opened_at), (tip or b"").decode())
+        opened_on, now_on = (master or b"").decode(), self._master_read()
+        if opened_on != now_on:
+            raise SessionLost(f"session {head.session_id} was opened before a failover of the Redis master "
+                              f"(on {opened_on or 'an unknown master'}, now {now_on}): writes of it may be "
+                              "lost; calls fail until the next onSessionOpen")
+        return head
 
     def snapshot(self, session_id: str) -> bytes | None:
-        return self._redis.get(self._key + "snapshot:" + session_id)
+        with UNAVAILABLE:
+            return self._redis.get(self._key + "snapshot:" + session_id)
 
     def allocations(self, session_id: str) -> list[tuple[int, bytes]]:
-        entries = self._redis.hvals(self._key + "alloc:" + session_id)
+        with UNAVAILABLE:
+            entries = self._redis.hvals(self._key + "alloc:" + session_id)
         return [(entry[1] - 49, entry[2:]) for entry in entries if entry[1:2] != b"1"]
 
     def changes(self, session_id: str, after_seq: int) -> list[Change]:
-        entries = self._redis.lrange(self._key + "log:" + session_id, after_seq, -1)
+        with UNAVAILABLE:
+            entries = self._redis.lrange(self._key + "log:" + session_id, after_seq, -1)
         return [_change(entry) for entry in entries]
 
     def ended(self, session_id: str) -> bool:
-        return session_id.encode() in self._redis.lrange(self._key + "ended", 0, -1)
+        with UNAVAILABLE:
+            return session_id.encode() in self._redis.lrange(self._key + "ended", 0, -1)
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
-        stored = self._redis.get(self._key + "sources:" + version)
+        with UNAVAILABLE:
+            stored = self._redis.get(self._key + "sources:" + version)
         return None if stored is None else json.loads(stored)
 
     def session_counts(self) -> SessionCounts:
-        stored = self._redis.hgetall(self._key + "counts")
+        with UNAVAILABLE:
+            stored = self._redis.hgetall(self._key + "counts")
         return SessionCounts(**{name.decode(): int(value) for name, value in stored.items()})
 
     def allocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
@@ -229,8 +317,26 @@ class RedisStore:
         return self._apply(session_id, task_uid, record, "-")
 
     def _apply(self, session_id: str, task_uid: str, record: bytes, kind: str) -> bool:
-        return bool(self._event(keys=self._keys("head", "alloc:" + session_id, "log:" + session_id),
-                                args=[session_id, task_uid, record, kind, new_tip()]))
+        keys = self._keys("head", "alloc:" + session_id, "log:" + session_id)
+        args = [session_id, task_uid, record, kind, new_tip()]
+        with UNAVAILABLE:
+            if self.wait_replicas:
+                return bool(self._acknowledged(self._writes, _EVENT, keys, args, "the event"))
+            return bool(self._event(keys=keys, args=args))
+
+    def _acknowledged(self, client: redis.Redis, script: str, keys: list, args: list, what: str):
+        """``script``'s result, after ``WAIT`` on the same connection saw ``wait_replicas``
+        replicas acknowledge it; StoreUnavailable when fewer did within ``wait_timeout``."""
+        pipe = client.pipeline(transaction=False)
+        pipe.execute_command("EVAL", script, len(keys), *keys, *args)  # Redis runs the Lua script
+        pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
+        result, replicas = pipe.execute()
+        if replicas < self.wait_replicas:
+            raise StoreUnavailable(f"{what} was written to the Redis master but acknowledged by "
+                                   f"{replicas} of the {self.wait_replicas} replicas asked for "
+                                   f"(redis_wait_replicas) within {self.wait_timeout} s: a failover "
+                                   "could lose it")
+        return result
 
     # -- the decision tally (session/tally.py; SqliteStore has the same methods) --------------
 
@@ -265,6 +371,41 @@ class RedisStore:
 
     def _ttl_ms(self) -> int:
         return max(1, int(self.ttl_seconds * 1000))
+
+
+class SentinelStore(RedisStore):
+    """The Redis store behind Sentinel: the master is the one the sentinels name at each new
+    connection (``redis+sentinel://`` URL, store_url.py), and a session opened before a
+    failover is lost (the module docstring)."""
+
+    def __init__(self, url: str, ttl_seconds: float = DEFAULT_TTL_SECONDS,
+                 prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT,
+                 session_timeout: float | None = None, wait_replicas: int = 0,
+                 wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:
+        self.address = parse_sentinel_url(url)
+        self._sentinel = redis.sentinel.Sentinel(
+            list(self.address.sentinels),
+            sentinel_kwargs={"socket_timeout": timeout, "socket_connect_timeout": timeout,
+                             "password": self.address.sentinel_password})
+        super().__init__(url, ttl_seconds, prefix, timeout, session_timeout, wait_replicas, wait_timeout)
+
+    def _client(self, read_timeout: float) -> redis.Redis:
+        address = self.address
+        return self._sentinel.master_for(address.master, socket_timeout=read_timeout,
+                                         socket_connect_timeout=self.timeout, db=address.db,
+                                         username=address.username, password=address.password)
+
+    def _master_for_open(self) -> str:
+        # asked now, not when a connection was last made: the open then goes to this master (the
+        # pool drops its idle connections to another one)
+        return _address(self._bulk.connection_pool.get_master_address())
+
+    def _master_read(self) -> str:
+        return _address(self._redis.connection_pool.master_address)
+
+
+def _address(address: tuple[str, int] | None) -> str:
+    return "" if address is None else f"{address[0]}:{address[1]}"
 
 
 def _change(entry: bytes) -> Change:

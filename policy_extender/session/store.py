@@ -53,8 +53,15 @@ class Head(NamedTuple):
 
 class SessionLost(RuntimeError):
     """The store no longer holds the session a worker was deciding with (the store restarted
-    empty, its file was replaced, it lost acknowledged writes): answered 5xx, so Volcano's
-    ``extender.ignorable`` decides, never a decision made with no session."""
+    empty, its file was replaced, it lost acknowledged writes, a Sentinel failover happened
+    since the session opened): answered 503, so Volcano's ``extender.ignorable`` decides, never
+    a decision made with no session."""
+
+
+class StoreUnavailable(RuntimeError):
+    """The store cannot be reached or did not answer in time (Redis down, paused, failing over),
+    or a write was not acknowledged by the replicas it must reach (``redis_wait_replicas``):
+    answered 503, like a lost session."""
 
 
 @dataclass(frozen=True)

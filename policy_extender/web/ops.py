@@ -8,6 +8,7 @@ from flask import Blueprint, Response, current_app, jsonify
 
 from policy_extender import metrics as exporter
 from policy_extender.service import Service
+from policy_extender.session.store import SessionLost, StoreUnavailable
 
 ops = Blueprint("ops", __name__)
 
@@ -46,7 +47,10 @@ def status():
 
 
 def _session(svc: Service) -> dict | None:
-    head = svc.sessions.head()
+    try:
+        head = svc.sessions.head()
+    except (SessionLost, StoreUnavailable) as exc:  # the verbs answer 503; /status says why
+        return {"error": str(exc)}
     if head is None:
         return None
     return {"id": head.session_id, "seq": head.seq, "policy_version": head.policy_version,

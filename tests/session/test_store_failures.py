@@ -13,6 +13,7 @@ import redis
 
 from policy_extender.session import SessionCache, decode_allocation, encode_allocation
 from policy_extender.session.allocation import AllocationRecord
+from policy_extender.session.lost import LOST_FILE, LostMarker
 from policy_extender.session.redis import RedisStore
 from policy_extender.session.sqlite import CHECK_SECONDS, SqliteStore
 from policy_extender.session.store import SessionLost
@@ -52,6 +53,37 @@ def test_a_session_that_vanished_from_the_store_is_an_error_until_the_next_open(
     assert store.allocate(session_id, "t2", record("t2")) is False  # the event handler answers 503
     store.open(encode_snapshot(), "v1", SOURCES)
     assert cache.env().open is True and cache.env().counters.total.tasks == 0
+
+
+def test_a_lost_session_is_an_error_for_the_workers_that_never_read_it_too(make_store, tmp_path):
+    marker = LostMarker(str(tmp_path / LOST_FILE))  # the instance's runtime directory
+    store = make_store()
+    reader = cache_of(store, lost_marker=marker)  # a worker that read the session
+    other = cache_of(make_store(), lost_marker=marker)  # a worker of the same instance that did not
+    alone = cache_of(make_store())  # a worker of another instance that did not
+    session_id = store.open(encode_snapshot(), "v1", SOURCES)
+    assert reader.env().open is True
+    wipe(store)
+    assert alone.env().open is False  # nobody told it: decided as with no session
+    with pytest.raises(SessionLost, match="vanished"):
+        reader.env()
+    for _ in range(2):
+        with pytest.raises(SessionLost, match=f"session {session_id} vanished .* another worker"):
+            other.env()
+    assert marker.lost() == session_id
+    store.open(encode_snapshot(), "v1", SOURCES)  # the next cycle, opened through another instance
+    assert other.env().open is True and marker.lost() is None  # the first to load it removes the marker
+    assert reader.env().open is True
+
+
+def test_a_marker_left_behind_holds_no_longer_than_the_lost_session_would_have(tmp_path):
+    marker = LostMarker(str(tmp_path / LOST_FILE))
+    marker.mark("s1", time.time() + 0.2)
+    assert marker.lost() == "s1"
+    time.sleep(0.25)
+    assert marker.lost() is None
+    marker.clear()
+    marker.clear()  # twice: nothing to remove is fine
 
 
 @pytest.mark.parametrize("ending", ["close", "replace", "expire"])

@@ -68,7 +68,7 @@ def test_policy_dirs_from_a_list_or_comma_text(tmp_path):
     ({"workers": "many"}, {}, "flag --workers: expected a whole number"),
     ({}, {"POLICY_EXTENDER_BODY_LIMIT": "lots"}, "environment variable POLICY_EXTENDER_BODY_LIMIT: expected a size"),
     ({"verbs": "filter=x"}, {}, "unknown verb kind 'filter'"),
-    ({"session_store": "mysql://x"}, {}, "expected sqlite:PATH or redis://"),
+    ({"session_store": "mysql://x"}, {}, "expected sqlite:PATH, redis://HOST:PORT/DB or redis.sentinel://"),
     ({"log_format": "xml"}, {}, "expected one of text, json"),
 ])
 def test_bad_values_say_where_and_what(flags, env, message):

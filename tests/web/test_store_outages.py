@@ -1,10 +1,11 @@
 """The session store failing under a real gunicorn: a paused Redis, a Redis that restarts empty
-in the middle of a cycle, a SQLite file deleted under the workers. Answers are errors (5xx, so
+in the middle of a cycle, a SQLite file deleted under the workers. Answers are errors (503, so
 Volcano's ``extender.ignorable`` decides) while the store cannot give the cycle's session, and
 right again from the next onSessionOpen: never a 200 decided with no session or another session."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -82,7 +83,7 @@ def test_a_paused_redis_fails_calls_within_the_redis_timeout_not_volcanos(redis_
     finally:
         resume.cancel()
         redis_server.resume()
-    assert status == 500 and b"Timeout" in answer
+    assert status == 503 and b"Timeout" in answer  # unavailable, like a lost session
     assert waited < 1.0  # the default redis_timeout is 0.25 s
     assert volcano.call("predicate", body("predicate"), fresh=True)["code"] == 0
     volcano.close()
@@ -133,3 +134,32 @@ def test_a_sqlite_file_deleted_under_the_workers_does_not_split_them(tmp_path):
         volcano.close()
     finally:
         srv.stop()
+
+
+def test_a_worker_that_had_not_read_the_lost_session_answers_503_too(redis_service, redis_server):
+    """Only the worker that had read the session can tell the store lost it; once it has, the
+    instance's other workers, which never read it, answer 503 too instead of deciding without it."""
+    one_worker = http.client.HTTPConnection("127.0.0.1", redis_service.port, timeout=10)  # keep-alive
+    data = json.dumps(body("predicate")).encode()
+
+    def on_that_worker(verb: str, payload: bytes) -> tuple[int, bytes]:
+        one_worker.request("POST", "/" + verb, body=payload, headers={"Content-Type": "application/json"})
+        answer = one_worker.getresponse()
+        return answer.status, answer.read()
+
+    one_worker.request("GET", "/status")
+    runtime_dir = json.loads(one_worker.getresponse().read())["runtime_dir"]
+    assert on_that_worker("onSessionOpen", json.dumps(open_body(3)).encode())[0] == 200
+    assert on_that_worker("predicate", data) == (200, b'{"status":"","code":0}')  # it read the session
+    redis_server.restart()
+    status, answer = on_that_worker("predicate", data)
+    assert status == 503 and b"vanished" in answer
+    after = predicates(redis_service.port)  # on both workers
+    assert {status for status, _ in after} == {503}  # the other's were 200 "no session" rejections
+    assert "found by another worker of this instance" in redis_service.log()
+    volcano = VolcanoClient(redis_service.port, timeout=10)
+    volcano.call("onSessionOpen", open_body(9))
+    assert predicates(redis_service.port) == [(200, "gang too big")] * 48
+    assert not os.path.exists(os.path.join(runtime_dir, "session-lost"))
+    volcano.close()
+    one_worker.close()

@@ -253,3 +253,148 @@ def traced_calls(path: Path, verb: str, count: int, wait: float = 10.0) -> list[
             break
         time.sleep(0.3)
     return lines
+
+
+class SentinelCluster:
+    """A real Redis master, one replica and three ``redis-sentinel`` processes watching them,
+    all on free loopback ports. ``down_after_ms`` and ``failover_timeout_ms`` are kept low so a
+    failover takes a few seconds. ``url`` is the store's Sentinel address."""
+
+    MASTER_NAME = "mymaster"
+
+    def __init__(self, state_dir: Path, down_after_ms: int = 500, failover_timeout_ms: int = 2000) -> None:
+        import shutil
+
+        if shutil.which("redis-sentinel") is None:
+            raise RuntimeError("redis-sentinel is not installed (apt-get install redis-sentinel; "
+                               "scripts/test and .ci/run do)")
+        self.state_dir = Path(state_dir)
+        self.processes: list[subprocess.Popen] = []
+        try:
+            self.master_port, self.replica_port = free_port(), free_port()
+            self.master = self._redis(self.master_port)
+            self.replica = self._redis(self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port))
+            self.sentinel_ports = []
+            for n in range(3):
+                port = free_port()
+                conf = self.state_dir / f"sentinel-{port}.conf"  # each sentinel rewrites its own file
+                conf.write_text(
+                    f"port {port}\nbind 127.0.0.1\ndir {self.state_dir}\n"
+                    f"sentinel monitor {self.MASTER_NAME} 127.0.0.1 {self.master_port} 2\n"
+                    f"sentinel down-after-milliseconds {self.MASTER_NAME} {down_after_ms}\n"
+                    f"sentinel failover-timeout {self.MASTER_NAME} {failover_timeout_ms}\n"
+                    f"sentinel parallel-syncs {self.MASTER_NAME} 1\n")
+                self.processes.append(subprocess.Popen(["redis-sentinel", str(conf)], stdout=subprocess.DEVNULL,
+                                                       stderr=subprocess.STDOUT))
+                _wait_for_port(port)
+                self.sentinel_ports.append(port)
+            self._wait_until_watched()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _redis(self, port: int, *extra: str) -> subprocess.Popen:
+        process = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.state_dir), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.processes.append(process)
+        _wait_for_port(port)
+        return process
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.MASTER_NAME}/0"
+
+    def sentinel_view(self, port: int) -> dict:
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+        try:
+            return client.sentinel_master(self.MASTER_NAME)
+        finally:
+            client.close()
+
+    def _wait_until_watched(self, timeout: float = 30.0) -> None:
+        """Until the replica is in sync and every sentinel knows it and the two other sentinels
+        (they find each other through the master every 2 s): before that no failover can be
+        agreed on."""
+        import redis
+
+        replica = redis.Redis(host="127.0.0.1", port=self.replica_port, socket_timeout=2)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                views = [self.sentinel_view(port) for port in self.sentinel_ports]
+                synced = replica.info("replication").get("master_link_status") == "up"
+                if synced and all(v["num-slaves"] >= 1 and v["num-other-sentinels"] >= 2 for v in views):
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the sentinels did not settle: {views}")
+                time.sleep(0.1)
+        finally:
+            replica.close()
+
+    def kill_master(self) -> None:
+        """SIGKILL the master (nothing is flushed, nothing said to the clients)."""
+        self.master.send_signal(signal.SIGKILL)
+        self.master.wait()
+
+    def restart_killed_master(self, timeout: float = 30.0) -> None:
+        """Start the killed master again, empty, on its port (as Kubernetes restarts a pod): the
+        sentinels make it a replica of the new master; returns once it is in sync and
+        acknowledges writes (a write on the new master and ``WAIT 1`` succeed)."""
+        import redis
+
+        self.master = self._redis(self.master_port)
+        client = redis.Redis(host="127.0.0.1", port=self.master_port, socket_timeout=2)
+        new_master = redis.Redis(host="127.0.0.1", port=self.replica_port, socket_timeout=5)
+        deadline = time.monotonic() + timeout
+        try:
+            while client.info("replication").get("master_link_status") != "up":
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the old master did not become a replica in {timeout}s")
+                time.sleep(0.1)
+            while True:
+                new_master.set("sentinel-cluster:probe", time.time())
+                if new_master.wait(1, 1000) >= 1:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the old master did not acknowledge writes in {timeout}s")
+        finally:
+            client.close()
+            new_master.close()
+
+    def wait_for_failover(self, timeout: float = 30.0) -> float:
+        """Until every sentinel names the replica as the master; returns the seconds it took."""
+        started = time.monotonic()
+        while True:
+            views = [self.sentinel_view(port) for port in self.sentinel_ports]
+            if all(v["port"] == self.replica_port and v["is_master"] and not v["is_sdown"] for v in views):
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"no failover after {timeout}s: {views}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_for_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s") from None
+            time.sleep(0.05)
