@@ -36,10 +36,11 @@ func main() {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	_ = klogFlags.Set("logtostderr", "false")
-	if os.Getenv("E2E_VOLCANO_KLOG") == "" { // E2E_VOLCANO_KLOG=1: Volcano's log on standard error
+	if os.Getenv("E2E_VOLCANO_KLOG") == "" { // E2E_VOLCANO_KLOG=N: Volcano's log on standard error
 		klog.SetOutput(io.Discard)
-	} else {
+	} else { // a number: that verbosity (E2E_VOLCANO_KLOG=4 shows the actions' reasoning)
 		_ = klogFlags.Set("logtostderr", "true")
+		_ = klogFlags.Set("v", os.Getenv("E2E_VOLCANO_KLOG"))
 	}
 
 	if *scenarios == "" {
