@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -55,7 +56,12 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 		r.Err = err
 		return r
 	}
-	svc, err := StartService(command, work, s.Policies, s.Serve)
+	policies, err := s.policyTexts(repo)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	svc, err := StartService(command, work, policies, s.Serve)
 	if err != nil {
 		r.Err = err
 		return r
@@ -92,6 +98,26 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 		r.Problems = append(r.Problems, "service log:\n"+indent(svc.Log()))
 	}
 	return r
+}
+
+// policyTexts is Policies with the text of each of PolicyFiles added under its base name.
+func (s *Scenario) policyTexts(repo string) (map[string]string, error) {
+	out := map[string]string{}
+	for name, text := range s.Policies {
+		out[name] = text
+	}
+	for _, file := range s.PolicyFiles {
+		text, err := os.ReadFile(filepath.Join(repo, file))
+		if err != nil {
+			return nil, fmt.Errorf("policyFiles: %w", err)
+		}
+		name := filepath.Base(file)
+		if _, taken := out[name]; taken {
+			return nil, fmt.Errorf("policyFiles: %s is also in policies", name)
+		}
+		out[name] = string(text)
+	}
+	return out, nil
 }
 
 func (r *Result) problem(format string, args ...any) {

@@ -57,6 +57,15 @@ func StartProxy(target string, fault *Fault, stop func()) (*Proxy, error) {
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
+		if status := p.failStatus(verb); status != 0 {
+			p.mu.Lock()
+			p.failures[verb]++
+			p.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write([]byte(`{"error": "injected by the scenario's fault.fail"}`))
+			return
+		}
 		if d := p.delay(verb); d > 0 {
 			select {
 			case <-time.After(d):
@@ -100,6 +109,14 @@ func (p *Proxy) delay(verb string) time.Duration {
 	}
 	d, _ := time.ParseDuration(p.fault.Delay[verb])
 	return d
+}
+
+// failStatus is the HTTP status the scenario answers this verb with instead of the service (0: none).
+func (p *Proxy) failStatus(verb string) int {
+	if p.fault == nil {
+		return 0
+	}
+	return p.fault.Fail[verb]
 }
 
 // Calls is how often each verb was called.

@@ -21,7 +21,10 @@ type Scenario struct {
 	// Since is the first release the scenario applies to (e.g. "v1.13": allocateFunc).
 	Since string `json:"since,omitempty"`
 	// Policies maps a file name to its text; they are written to a fresh directory.
-	Policies map[string]string `json:"policies"`
+	Policies map[string]string `json:"policies,omitempty"`
+	// PolicyFiles names policy files of the repository (e.g. policies/preemption.policy), served
+	// as they are shipped beside Policies.
+	PolicyFiles []string `json:"policyFiles,omitempty"`
 	// Conf is a scheduler conf file relative to the repository (default: the shipped sidecar
 	// conf), loaded by Volcano's own loader; Actions replaces its actions line.
 	Conf    string `json:"conf,omitempty"`
@@ -42,6 +45,9 @@ type Fault struct {
 	Stop *VerbCount `json:"stop,omitempty"`
 	// Delay holds every answer to these verbs this long before passing it on.
 	Delay map[string]string `json:"delay,omitempty"`
+	// Fail answers every call of these verbs with this HTTP status instead of the service (the
+	// service refusing the call: a 503 while its store is down, a 413 for a body over its limit).
+	Fail map[string]int `json:"fail,omitempty"`
 }
 
 // VerbCount names a verb and how many of its calls go through first.
@@ -155,7 +161,7 @@ func LoadScenarios(dir string) ([]*Scenario, error) {
 }
 
 func (s *Scenario) validate() error {
-	if len(s.Policies) == 0 {
+	if len(s.Policies) == 0 && len(s.PolicyFiles) == 0 {
 		return fmt.Errorf("no policies: a scenario serves at least one policy file")
 	}
 	if s.Expect.Binds == nil {
