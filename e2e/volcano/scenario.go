@@ -20,6 +20,9 @@ type Scenario struct {
 	Description string `json:"description"`
 	// Since is the first release the scenario applies to (e.g. "v1.13": allocateFunc).
 	Since string `json:"since,omitempty"`
+	// Before is the first release the scenario no longer applies to: where Volcano changed what
+	// it does, one file per behaviour, each naming the releases it was measured on.
+	Before string `json:"before,omitempty"`
 	// Policies maps a file name to its text; they are written to a fresh directory.
 	Policies map[string]string `json:"policies,omitempty"`
 	// PolicyFiles names policy files of the repository (e.g. policies/preemption.policy), served
@@ -177,7 +180,8 @@ func (s *Scenario) validate() error {
 
 // AppliesTo says whether the scenario runs on a release ("v1.15.1").
 func (s *Scenario) AppliesTo(release string) bool {
-	return s.Since == "" || compareVersions(release, s.Since) >= 0
+	return (s.Since == "" || compareVersions(release, s.Since) >= 0) &&
+		(s.Before == "" || compareVersions(release, s.Before) < 0)
 }
 
 // compareVersions compares "v1.15.1" with "v1.13" numerically, part by part.
