@@ -126,6 +126,12 @@ func (r *Result) problem(format string, args ...any) {
 
 func (r *Result) check(want Expect) {
 	got := r.Outcome
+	switch {
+	case want.Panic == "" && got.Panic != "":
+		r.problem("Volcano panicked (the scheduler would crash): %s", got.Panic)
+	case want.Panic != "" && !strings.Contains(got.Panic, want.Panic):
+		r.problem("Volcano's panic: expected one containing %q, actual %q", want.Panic, got.Panic)
+	}
 	if d := diffMaps(want.Binds, got.Binds); d != "" {
 		r.problem("binds differ:\n%s", d)
 	}

@@ -128,6 +128,9 @@ type Expect struct {
 	Phases    map[string]string   `json:"phases,omitempty"`    // ns/job -> PodGroup phase
 	Calls     map[string]CallSpec `json:"calls,omitempty"`     // verb -> how often Volcano calls it
 	Why       map[string][]string `json:"why,omitempty"`       // "job ns/name" -> lines it must contain
+	// Panic is a text that a panic of Volcano's code in the actions must contain (the scheduler
+	// crashes); without it, any panic fails the scenario.
+	Panic string `json:"panic,omitempty"`
 }
 
 // CallSpec bounds how often Volcano calls a verb in the cycle.
