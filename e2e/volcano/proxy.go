@@ -4,6 +4,8 @@ package main
 // per verb (which verbs a release really calls) and plays a scenario's fault.
 
 import (
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -43,7 +45,9 @@ func StartProxy(target string, fault *Fault, stop func()) (*Proxy, error) {
 		calls: map[string]int{}, failures: map[string]int{}}
 	forward := httputil.NewSingleHostReverseProxy(to)
 	forward.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
-	forward.ErrorLog = nil
+	// A call Volcano gave up on (a fault's delay, a killed service) is the scenario's point, not
+	// an error to print ("http: proxy error: context canceled" with a nil ErrorLog).
+	forward.ErrorLog = log.New(io.Discard, "", 0)
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		verb := path.Base(r.URL.Path)
 		if !p.admit(verb) {
