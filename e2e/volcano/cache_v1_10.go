@@ -2,9 +2,12 @@
 
 package main
 
-// The mock scheduler cache of Volcano v1.10 and v1.11: seven parameters (a volume binder).
+// The mock scheduler cache of Volcano v1.10 and v1.11: seven parameters (a volume binder), run
+// as the scheduler runs it.
 
 import (
+	"sync"
+
 	"k8s.io/client-go/tools/record"
 
 	"volcano.sh/volcano/cmd/scheduler/app/options"
@@ -13,17 +16,27 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/util"
 )
 
+var registerOptions sync.Once
+
 func newCache(binder *util.FakeBinder, evictor *util.FakeEvictor, stop chan struct{}) *cache.SchedulerCache {
-	// The scheduler's options with their flag defaults (minimum-feasible-nodes 100, ...), as
-	// the mock cache of v1.12 and later sets them itself.
-	options.Default()
+	// The scheduler's command-line options with their defaults (minimum-feasible-nodes 100, ...),
+	// which predicate reads (CalculateNumOfFeasibleNodesToFind): the scheduler binary registers
+	// them at start, and the mock cache of v1.12 and later does it itself (options.Default());
+	// v1.10's does not, and predicate then dereferences a nil ServerOpts.
+	// v1.10's Default registers the flags on every call (no sync.Once): once here.
+	registerOptions.Do(func() { options.Default() })
 	sc := cache.NewCustomMockSchedulerCache(schedulerName, binder, evictor, &statusUpdater{}, nil, nil, &record.FakeRecorder{})
-	sc.Run(stop) // the goroutine that binds committed tasks, among others
+	// Binds go through the cache's bind worker (processBindTask), which Run starts, as v1.10's
+	// uthelper does.
+	sc.Run(stop)
 	return sc
 }
 
-// statusUpdater is v1.10's fake, except that an updated PodGroup is given back as the API server
-// would: the fake answers nil, which the cache stores as the job's PodGroup, losing its phase.
-type statusUpdater struct{ util.FakeStatusUpdater }
+// statusUpdater answers a PodGroup update with the PodGroup, as the API server does. v1.10's
+// FakeStatusUpdater answers nil, and the session then sets each job's PodGroup to nil when it
+// closes: no phase could be read.
+type statusUpdater struct {
+	util.FakeStatusUpdater
+}
 
 func (statusUpdater) UpdatePodGroup(pg *api.PodGroup) (*api.PodGroup, error) { return pg, nil }

@@ -4,7 +4,7 @@ package main
 
 import (
 	"fmt"
-
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -57,7 +57,12 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 		r.Err = err
 		return r
 	}
-	svc, err := StartService(command, work, s.Policies, s.Serve)
+	policies, err := s.policyTexts(repo)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	svc, err := StartService(command, work, policies, s.Serve)
 	if err != nil {
 		r.Err = err
 		return r
@@ -100,12 +105,38 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 	return r
 }
 
+// policyTexts is Policies with the text of each of PolicyFiles added under its base name.
+func (s *Scenario) policyTexts(repo string) (map[string]string, error) {
+	out := map[string]string{}
+	for name, text := range s.Policies {
+		out[name] = text
+	}
+	for _, file := range s.PolicyFiles {
+		text, err := os.ReadFile(filepath.Join(repo, file))
+		if err != nil {
+			return nil, fmt.Errorf("policyFiles: %w", err)
+		}
+		name := filepath.Base(file)
+		if _, taken := out[name]; taken {
+			return nil, fmt.Errorf("policyFiles: %s is also in policies", name)
+		}
+		out[name] = string(text)
+	}
+	return out, nil
+}
+
 func (r *Result) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
 
 func (r *Result) check(want Expect) {
 	got := r.Outcome
+	switch {
+	case want.Panic == "" && got.Panic != "":
+		r.problem("Volcano panicked (the scheduler would crash): %s", got.Panic)
+	case want.Panic != "" && !strings.Contains(got.Panic, want.Panic):
+		r.problem("Volcano's panic: expected one containing %q, actual %q", want.Panic, got.Panic)
+	}
 	if d := diffMaps(want.Binds, got.Binds); d != "" {
 		r.problem("binds differ:\n%s", d)
 	}
@@ -114,7 +145,8 @@ func (r *Result) check(want Expect) {
 		r.problem("evictions differ:\n  expected %v\n  actual   %v", wantEvict, gotEvict)
 	}
 	for pod, node := range want.Pipelined {
-		if actual, ok := got.Pipelined[pod]; !ok || actual != node && node != "*" {
+		// "" expects the pod not pipelined, "*" pipelined on any node
+		if actual := got.Pipelined[pod]; actual != node && !(node == "*" && actual != "") {
 			r.problem("pipelined %s: expected on %q, actual %q (all pipelined: %v)", pod, node, got.Pipelined[pod], got.Pipelined)
 		}
 	}

@@ -40,7 +40,7 @@ func main() {
 	_ = klogFlags.Set("logtostderr", "false")
 	if os.Getenv("E2E_VOLCANO_KLOG") == "" { // E2E_VOLCANO_KLOG=N: Volcano's log at level N on standard error
 		klog.SetOutput(io.Discard)
-	} else {
+	} else { // a number: that verbosity (E2E_VOLCANO_KLOG=4 shows the actions' reasoning)
 		_ = klogFlags.Set("logtostderr", "true")
 		_ = klogFlags.Set("v", os.Getenv("E2E_VOLCANO_KLOG"))
 	}

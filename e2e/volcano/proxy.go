@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -48,7 +49,9 @@ func StartProxy(target string, fault *Fault, stop func()) (*Proxy, error) {
 		calls: map[string]int{}, failures: map[string]int{}}
 	forward := httputil.NewSingleHostReverseProxy(to)
 	forward.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
-	forward.ErrorLog = nil
+	// A call Volcano gave up on (a fault's delay, a killed service) is the scenario's point, not
+	// an error to print ("http: proxy error: context canceled" with a nil ErrorLog).
+	forward.ErrorLog = log.New(io.Discard, "", 0)
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		verb := path.Base(r.URL.Path)
 		if trace {
@@ -63,6 +66,15 @@ func StartProxy(target string, fault *Fault, stop func()) (*Proxy, error) {
 				}
 			}
 			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		if status := p.failStatus(verb); status != 0 {
+			p.mu.Lock()
+			p.failures[verb]++
+			p.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write([]byte(`{"error": "injected by the scenario's fault.fail"}`))
 			return
 		}
 		if d := p.delay(verb); d > 0 {
@@ -131,6 +143,14 @@ func traceCall(verb string, r *http.Request) {
 		line += " on " + about.Node.Name
 	}
 	fmt.Fprintln(os.Stderr, "call:", line)
+}
+
+// failStatus is the HTTP status the scenario answers this verb with instead of the service (0: none).
+func (p *Proxy) failStatus(verb string) int {
+	if p.fault == nil {
+		return 0
+	}
+	return p.fault.Fail[verb]
 }
 
 // Calls is how often each verb was called.

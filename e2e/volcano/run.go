@@ -30,6 +30,9 @@ type Outcome struct {
 	Pipelined map[string]string // ns/pod -> node
 	Phases    map[string]string // ns/job (the scenario's job name) -> PodGroup phase
 	Elapsed   time.Duration     // OpenSession to CloseSession
+	// Panic is the message of a panic in Volcano's code during the actions (the scheduler process
+	// would crash there); the session is then not closed and no phase is read.
+	Panic string
 }
 
 // LoadConf reads a scheduler conf with Volcano's loader and points its extender at url.
@@ -124,11 +127,15 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 	}
 	start := time.Now()
 	ssn := framework.OpenSession(sc, tiers, configurations)
-	for _, action := range actions {
-		action.Execute(ssn)
+	out := &Outcome{Pipelined: map[string]string{}, Phases: map[string]string{}}
+	out.Panic = runActions(ssn, actions)
+	if out.Panic != "" {
+		waitSettled(func() int { return binder.Length() + evictor.Length() })
+		out.Binds = binder.Binds()
+		out.Evictions = evictor.Evicts()
+		return out, nil
 	}
 	jobs := ssn.Jobs
-	out := &Outcome{Pipelined: map[string]string{}, Phases: map[string]string{}}
 	for _, job := range jobs {
 		for _, task := range job.TaskStatusIndex[api.Pipelined] {
 			out.Pipelined[task.Namespace+"/"+task.Name] = task.NodeName
@@ -151,6 +158,20 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 	out.Binds = binder.Binds()
 	out.Evictions = evictor.Evicts()
 	return out, nil
+}
+
+// runActions runs every action on the session and returns the message of a panic in one of
+// them ("" if none), as the scheduler process would crash with.
+func runActions(ssn *framework.Session, actions []framework.Action) (panicked string) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = fmt.Sprint(p)
+		}
+	}()
+	for _, action := range actions {
+		action.Execute(ssn)
+	}
+	return ""
 }
 
 // waitSettled waits until binds and evictions, which Volcano sends from goroutines, stop coming.

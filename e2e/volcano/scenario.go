@@ -20,8 +20,14 @@ type Scenario struct {
 	Description string `json:"description"`
 	// Since is the first release the scenario applies to (e.g. "v1.13": allocateFunc).
 	Since string `json:"since,omitempty"`
+	// Before is the first release the scenario no longer applies to: where Volcano changed what
+	// it does, one file per behaviour, each naming the releases it was measured on.
+	Before string `json:"before,omitempty"`
 	// Policies maps a file name to its text; they are written to a fresh directory.
-	Policies map[string]string `json:"policies"`
+	Policies map[string]string `json:"policies,omitempty"`
+	// PolicyFiles names policy files of the repository (e.g. policies/preemption.policy), served
+	// as they are shipped beside Policies.
+	PolicyFiles []string `json:"policyFiles,omitempty"`
 	// Conf is a scheduler conf file relative to the repository (default: the shipped sidecar
 	// conf), loaded by Volcano's own loader; Actions replaces its actions line.
 	Conf    string `json:"conf,omitempty"`
@@ -45,6 +51,9 @@ type Fault struct {
 	Stop *VerbCount `json:"stop,omitempty"`
 	// Delay holds every answer to these verbs this long before passing it on.
 	Delay map[string]string `json:"delay,omitempty"`
+	// Fail answers every call of these verbs with this HTTP status instead of the service (the
+	// service refusing the call: a 503 while its store is down, a 413 for a body over its limit).
+	Fail map[string]int `json:"fail,omitempty"`
 }
 
 // VerbCount names a verb and how many of its calls go through first.
@@ -120,10 +129,13 @@ type Task struct {
 type Expect struct {
 	Binds     map[string]string   `json:"binds"`
 	Evictions []string            `json:"evictions"`
-	Pipelined map[string]string   `json:"pipelined,omitempty"` // ns/pod -> node
+	Pipelined map[string]string   `json:"pipelined,omitempty"` // ns/pod -> node ("": not pipelined)
 	Phases    map[string]string   `json:"phases,omitempty"`    // ns/job -> PodGroup phase
 	Calls     map[string]CallSpec `json:"calls,omitempty"`     // verb -> how often Volcano calls it
 	Why       map[string][]string `json:"why,omitempty"`       // "job ns/name" -> lines it must contain
+	// Panic is a text that a panic of Volcano's code in the actions must contain (the scheduler
+	// crashes); without it, any panic fails the scenario.
+	Panic string `json:"panic,omitempty"`
 	// Releases replaces, for the releases whose version starts with the key ("v1.10"), the
 	// fields it sets: what an older Volcano does differently.
 	Releases map[string]Expect `json:"releases,omitempty"`
@@ -153,6 +165,9 @@ func (e Expect) For(release string) Expect {
 		}
 		if r.Why != nil {
 			out.Why = r.Why
+		}
+		if r.Panic != "" {
+			out.Panic = r.Panic
 		}
 	}
 	return out
@@ -192,7 +207,7 @@ func LoadScenarios(dir string) ([]*Scenario, error) {
 }
 
 func (s *Scenario) validate() error {
-	if len(s.Policies) == 0 {
+	if len(s.Policies) == 0 && len(s.PolicyFiles) == 0 {
 		return fmt.Errorf("no policies: a scenario serves at least one policy file")
 	}
 	if s.Expect.Binds == nil {
@@ -208,7 +223,8 @@ func (s *Scenario) validate() error {
 
 // AppliesTo says whether the scenario runs on a release ("v1.15.1").
 func (s *Scenario) AppliesTo(release string) bool {
-	return s.Since == "" || compareVersions(release, s.Since) >= 0
+	return (s.Since == "" || compareVersions(release, s.Since) >= 0) &&
+		(s.Before == "" || compareVersions(release, s.Before) < 0)
 }
 
 // compareVersions compares "v1.15.1" with "v1.13" numerically, part by part.

@@ -54,7 +54,10 @@ def evictable(tiers: list[list[tuple[str, list[str], int]]]) -> list[str] | None
     intersect (keeping the earlier list's order), and an empty intersection is nil again, so the
     next plugin's list starts over. After a tier: victims, if any, are the answer ("Plugins in
     this tier made decision if victims is not nil"); otherwise the next tier decides. None is
-    Go's nil (no victims)."""
+    Go's nil (no victims). This is Volcano v1.14.1 and v1.15.1; v1.10.0 keeps one ``init`` flag
+    for the whole walk instead of testing ``victims == nil``, so once a plugin has proposed
+    victims an empty result stays empty, in later tiers too (measured:
+    e2e/volcano/scenarios/victim-reclaim-all-protected-before-v1.14.yaml)."""
     victims: list[str] | None = None
     for tier in tiers:
         for _plugin, candidates, status in tier:
