@@ -175,6 +175,9 @@ def describe(kind: str, name: str, data: dict) -> list[str]:
             parts.append(f"{v['as_evictee_evict']} times permitted as a victim")
         if "as_evictee_protect" in v:
             parts.append(f"{v['as_evictee_protect']} times protected: {v.get('protected_example', '')}")
+        if "as_evictee_abstain" in v:
+            parts.append(f"{v['as_evictee_abstain']} times refused by a rule in an Abstain answer (if none "
+                         f"abstain: the tier's other plugins decided): {v.get('abstain_example', '')}")
         lines.append(f"{head}: {verb}: " + "; ".join(parts))
     for rule, a in (data.get("audit") or {}).items():
         outcomes = ", ".join(f"{n} {o}" for o, n in sorted(a["outcomes"].items()))

@@ -23,7 +23,8 @@ path                        meaning
 ``s`` / ``s␟top``           task: prioritize calls / latest note: the top nodes, with each
                             rule's contribution (JSON)
 ``v␟<verb>[␟victims]``      task as evictor: preemptable/reclaimable calls [victims permitted]
-``e␟<verb>␟evict|protect``  task as evictee: answered as a victim / protected (example note)
+``e␟<verb>␟evict|protect|abstain``  task as evictee: answered as a victim / protected / refused
+                             by a rule in an Abstain answer (example note)
 ``q␟<outcome>[␟<rule>]``    job: jobEnqueueable permit/reject/abstain [by rule] (note)
 ``r␟<ready|not_ready>...``  job: jobReady answers [by rule] (note)
 ``o␟<overused|...>...``     queue: queueOverused answers [by rule] (note)
@@ -295,7 +296,8 @@ class Tally:
         with self._lock:
             c = self.cycle(head)
             c.add(prefix + "s")
-            c.last(prefix + "s" + SEP + "top", note)
+            if top:  # preempt's prioritize of no nodes (Volcano v1.14+) keeps the latest scores shown
+                c.last(prefix + "s" + SEP + "top", note)
             if audits:
                 _audits(c, prefix, audits, request_id)
 
@@ -306,6 +308,9 @@ class Tally:
         self._started()
         prefix = "task" + SEP + object_name(evictor) + SEP
         victims = set(decision.victims)
+        # refused by a rule: protected when the answer permits; when it abstains (`if none
+        # abstain`), the tier's other plugins decide and may evict the pod all the same
+        refused = "protect" if decision.status else "abstain"
         with self._lock:
             c = self.cycle(head)
             c.add(prefix + "v" + SEP + verb)
@@ -316,8 +321,8 @@ class Tally:
                 if i in victims:
                     c.add(other + "evict")
                 elif i in decision.reasons:
-                    c.add(other + "protect")
-                    c.first(other + "protect", decision.reasons[i], request_id)
+                    c.add(other + refused)
+                    c.first(other + refused, decision.reasons[i], request_id)
             if audits:
                 _audits(c, prefix, audits, request_id)
 
@@ -557,7 +562,7 @@ def describe(kind: str, counts: dict[str, int], notes: dict[str, str]) -> dict:
                 entry = victims.setdefault(parts[1], {})
                 entry["as_evictee_" + parts[2]] = n
                 if path in notes:
-                    entry["protected_example"] = notes[path]
+                    entry[{"protect": "protected_example"}.get(parts[2], parts[2] + "_example")] = notes[path]
         if victims:
             out["victims"] = victims
     else:

@@ -336,3 +336,32 @@ def test_folding_many_predicate_calls_runs_no_collection():
         gc.callbacks.remove(collected)
     assert sum(n for k, n in counts.items() if k.endswith("\x1fp")) == 5000
     assert started == []
+
+
+def test_a_refused_evictee_of_an_abstain_answer_is_not_called_protected(tmp_path):
+    """e2e/volcano/scenarios/victim-preempt-if-none-abstain.yaml: the service abstained (`if none
+    abstain`), priority and conformance evicted the pod, and /why said it was protected."""
+    from policy_extender.decide.decisions import VictimDecision
+
+    tally = Tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
+    evictor = SimpleNamespace(namespace="ml", name="urgent-0")
+    web, batch = SimpleNamespace(namespace="ml", name="web-0"), SimpleNamespace(namespace="ml", name="batch-0")
+    tally.record_victims(HEAD, "preemptable", evictor, [web], VictimDecision(0, [], {0: "prefer-batch: not batch"}))
+    tally.record_victims(HEAD, "preemptable", evictor, [batch], VictimDecision(1, [], {0: "protected: protected"}))
+    (cycle,) = tally.why("task", "ml/web-0")["cycles"]
+    assert cycle["victims"]["preemptable"] == {"as_evictee_abstain": 1, "abstain_example": "prefer-batch: not batch"}
+    (cycle,) = tally.why("task", "ml/batch-0")["cycles"]
+    assert cycle["victims"]["preemptable"] == {"as_evictee_protect": 1, "protected_example": "protected: protected"}
+
+
+def test_a_prioritize_of_no_nodes_keeps_the_latest_scores_shown(tmp_path):
+    """Volcano v1.14+'s preempt calls prioritize once more with no nodes
+    (e2e/volcano/scenarios/victim-reclaim-all-protected.yaml): /why kept showing no best node."""
+    from policy_extender.decide.decisions import ScoreDecision
+
+    tally = Tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
+    tally.record_prioritize(HEAD, TASK, ScoreDecision({"n1": 20.0, "n2": 10.0}, {}))
+    tally.record_prioritize(HEAD, TASK, ScoreDecision({}, {}))
+    (cycle,) = tally.why("task", "ml/train-7-0")["cycles"]
+    assert cycle["prioritize"]["calls"] == 2
+    assert [n["node"] for n in cycle["prioritize"]["top_nodes"]] == ["n1", "n2"]
