@@ -12,6 +12,7 @@ import (
 
 	"volcano.sh/volcano/pkg/scheduler"
 	"volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/cache"
 	"volcano.sh/volcano/pkg/scheduler/conf"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/util"
@@ -97,26 +98,8 @@ func removeExtender(tiers []conf.Tier) {
 
 // RunCycle fills a mock scheduler cache with objs and runs one whole session.
 func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, configurations []conf.Configuration, jobNames map[string]string) (*Outcome, error) {
-	binder := util.NewFakeBinder(100000)
-	evictor := util.NewFakeEvictor(100000)
-	stop := make(chan struct{})
+	sc, binder, evictor, stop := newFilledCache(objs)
 	defer close(stop)
-	sc := newCache(binder, evictor, stop)
-	for _, n := range objs.Nodes {
-		sc.AddOrUpdateNode(n)
-	}
-	for _, p := range objs.Pods {
-		sc.AddPod(p)
-	}
-	for _, pg := range objs.PodGroups {
-		sc.AddPodGroupV1beta1(pg)
-	}
-	for _, q := range objs.Queues {
-		sc.AddQueueV1beta1(q)
-	}
-	for _, pc := range objs.PriorityClasses {
-		sc.AddPriorityClass(pc)
-	}
 
 	conf.EnabledActionMap = map[string]bool{}
 	for _, action := range actions {
@@ -150,6 +133,30 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 	out.Binds = binder.Binds()
 	out.Evictions = evictor.Evicts()
 	return out, nil
+}
+
+// newFilledCache is a mock scheduler cache holding objs; close stop when done with it.
+func newFilledCache(objs *Objects) (*cache.SchedulerCache, *util.FakeBinder, *util.FakeEvictor, chan struct{}) {
+	binder := util.NewFakeBinder(100000)
+	evictor := util.NewFakeEvictor(100000)
+	stop := make(chan struct{})
+	sc := newCache(binder, evictor, stop)
+	for _, n := range objs.Nodes {
+		sc.AddOrUpdateNode(n)
+	}
+	for _, p := range objs.Pods {
+		sc.AddPod(p)
+	}
+	for _, pg := range objs.PodGroups {
+		sc.AddPodGroupV1beta1(pg)
+	}
+	for _, q := range objs.Queues {
+		sc.AddQueueV1beta1(q)
+	}
+	for _, pc := range objs.PriorityClasses {
+		sc.AddPriorityClass(pc)
+	}
+	return sc, binder, evictor, stop
 }
 
 // waitSettled waits until binds and evictions, which Volcano sends from goroutines, stop coming.
