@@ -1,10 +1,12 @@
 package main
 
 // The cost benchmark (issue 36, item 7): Volcano's whole cycle (the shipped conf's actions, its
-// conf loader, OpenSession to CloseSession) on BenchCluster, timed inside this process, with
+// conf loader, OpenSession to CloseSession) on BenchCluster, timed inside the Go process that
+// runs the cycle (a fresh one per cycle: RunBenchCycle), with
 //   a  no extender (the plugin removed from the conf),
 //   b  a constant extender (every verb answered with its neutral value: the floor),
-//   c  policy-extender serve (2 workers, as StartService starts it) on bench/rules.policy,
+//   c  policy-extender serve (2 workers x 8 threads, as StartService starts it) on
+//      bench/rules.policy,
 //   d  the same rules hand-written in Go (handwritten.go),
 // in interleaved rounds (a, b, c, d, a, b, ...) so the machine's noise falls on each alike.
 // b and d run in processes of their own (this binary, -serve-extender), as c does.
