@@ -28,7 +28,17 @@ func main() {
 	bench := flag.String("bench", "", "run the cost benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
 	rounds := flag.Int("rounds", 5, "benchmark: cycles timed per variant and size")
 	one := flag.String("one", "", "run only this scenario, in this process (the parent runs each scenario so)")
+	serveExtender := flag.String("serve-extender", "", "benchmark (internal): serve the Go extender constant or handwritten on -bind")
+	bind := flag.String("bind", "127.0.0.1:0", "benchmark (internal): the address of -serve-extender")
+	benchCycle := flag.String("bench-cycle", "", "benchmark (internal): run one cycle against this extender URL (none: without), or marshal")
+	benchSize := flag.String("bench-size", "", "benchmark (internal): NODESxPODS of -bench-cycle")
 	flag.Parse()
+	if *serveExtender != "" {
+		if err := ServeExtender(*serveExtender, *bind); err != nil {
+			fatal(err)
+		}
+		return
+	}
 
 	// Volcano's own logging and its fake evictor's prints would bury the report.
 	report := os.Stdout
@@ -45,6 +55,16 @@ func main() {
 		_ = klogFlags.Set("v", os.Getenv("E2E_VOLCANO_KLOG"))
 	}
 
+	if *benchCycle != "" {
+		url := *benchCycle
+		if url == "none" {
+			url = ""
+		}
+		if err := RunBenchCycle(report, *repo, *benchSize, url); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if *scenarios == "" {
 		*scenarios = filepath.Join(*repo, "e2e", "volcano", "scenarios")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"volcano.sh/volcano/pkg/scheduler"
 	"volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/cache"
 	"volcano.sh/volcano/pkg/scheduler/conf"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/util"
@@ -100,26 +101,8 @@ func removeExtender(tiers []conf.Tier) {
 
 // RunCycle fills a mock scheduler cache with objs and runs one whole session.
 func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, configurations []conf.Configuration, jobNames map[string]string) (*Outcome, error) {
-	binder := util.NewFakeBinder(100000)
-	evictor := util.NewFakeEvictor(100000)
-	stop := make(chan struct{})
+	sc, binder, evictor, stop := newFilledCache(objs)
 	defer close(stop)
-	sc := newCache(binder, evictor, stop)
-	for _, n := range objs.Nodes {
-		sc.AddOrUpdateNode(n)
-	}
-	for _, p := range objs.Pods {
-		sc.AddPod(p)
-	}
-	for _, pg := range objs.PodGroups {
-		sc.AddPodGroupV1beta1(pg)
-	}
-	for _, q := range objs.Queues {
-		sc.AddQueueV1beta1(q)
-	}
-	for _, pc := range objs.PriorityClasses {
-		sc.AddPriorityClass(pc)
-	}
 
 	conf.EnabledActionMap = map[string]bool{}
 	for _, action := range actions {
@@ -152,7 +135,6 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 			name = scenarioName
 		}
 		out.Phases[name] = string(job.PodGroup.Status.Phase)
-
 	}
 	waitSettled(func() int { return binder.Length() + evictor.Length() })
 	out.Binds = binder.Binds()
@@ -172,6 +154,30 @@ func runActions(ssn *framework.Session, actions []framework.Action) (panicked st
 		action.Execute(ssn)
 	}
 	return ""
+}
+
+// newFilledCache is a mock scheduler cache holding objs; close stop when done with it.
+func newFilledCache(objs *Objects) (*cache.SchedulerCache, *util.FakeBinder, *util.FakeEvictor, chan struct{}) {
+	binder := util.NewFakeBinder(100000)
+	evictor := util.NewFakeEvictor(100000)
+	stop := make(chan struct{})
+	sc := newCache(binder, evictor, stop)
+	for _, n := range objs.Nodes {
+		sc.AddOrUpdateNode(n)
+	}
+	for _, p := range objs.Pods {
+		sc.AddPod(p)
+	}
+	for _, pg := range objs.PodGroups {
+		sc.AddPodGroupV1beta1(pg)
+	}
+	for _, q := range objs.Queues {
+		sc.AddQueueV1beta1(q)
+	}
+	for _, pc := range objs.PriorityClasses {
+		sc.AddPriorityClass(pc)
+	}
+	return sc, binder, evictor, stop
 }
 
 // waitSettled waits until binds and evictions, which Volcano sends from goroutines, stop coming.
