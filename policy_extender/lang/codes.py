@@ -32,12 +32,12 @@ def _code(code: str, title: str, meaning: str, hint: str) -> str:
     return code
 
 
-E000 = _code("E000", "cannot read", "a policy path cannot be read (missing, not a file, not UTF-8); "
-             "reported by `check`", "check the path and the file's permissions and encoding")
+E000 = _code("E000", "cannot read", "a policy file or directory cannot be read (a file that is not "
+             "UTF-8, say); reported by `check`", "the message says what to fix")
 
 E101 = _code("E101", "syntax error", "the text is not a statement of the language: an unexpected "
              "token, an incomplete statement, `=` for `==`, chained comparisons",
-             "the message names what was expected; docs/language.md has the grammar")
+             "the message or its hint names what was expected")
 E102 = _code("E102", "bad character or string", "a character no token starts with, or a string "
              "not closed on its line", "close the string with its quote on the same line")
 E103 = _code("E103", "unknown escape", "a backslash escape a string does not know",
@@ -47,8 +47,8 @@ E104 = _code("E104", "no such operator", "an operator the language does not have
 E107 = _code("E107", "bad reason template", "a `{` or `}` of a reason template that opens or "
              "closes no hole", "write {{ and }} for literal braces")
 
-E201 = _code("E201", "unknown field", "a field the object does not have, or a map key that "
-             "is never set", "the message suggests the closest field; docs/language.md lists them")
+E201 = _code("E201", "unknown field", "a field the object does not have, or a resource key "
+             "that could only ever read 0 (`[\"gpumem\"]` for `[\"nvidia.com/gpumem\"]`)", "the message suggests the closest field; docs/language.md lists them")
 E202 = _code("E202", "unknown name", "a name that is neither a context name, a `let`, a "
              "shorthand nor an aggregate's variable", "the hint lists the names of that rule kind")
 E203 = _code("E203", "unknown function", "a call of a function that is not a builtin",
@@ -62,7 +62,7 @@ E302 = _code("E302", "comparison that is always false", "a comparison or members
              "between types that never match (a label string with a number)",
              "convert with number(...) or string(...)")
 E303 = _code("E303", "bool needed", "`and`, `or`, `not`, `if` or a filter condition given "
-             "something that is not a bool", "compare it, or use `?? false` for a null")
+             "something that is not a bool", "compare it to get a bool")
 E304 = _code("E304", "types differ", "the elements of a list, or the branches of `if`, have "
              "different types", "convert them to one type")
 E305 = _code("E305", "wrong rule type", "a rule's expression is not of the type its kind needs "
@@ -95,11 +95,11 @@ E408 = _code("E408", "misplaced audit", "the file-wide `audit` given twice, afte
 
 E501 = _code("E501", "file too large", "a policy file over 256 KiB", "split it into several files")
 E502 = _code("E502", "nested too deep", "an expression nested more than 100 levels deep",
-             "name parts with let")
+             "name parts of it with let")
 E503 = _code("E503", "number literal out of range", "a number literal beyond 2^63",
              "use a smaller number")
 E504 = _code("E504", "regex can backtrack", "a matches() pattern whose repeats can backtrack "
-             "catastrophically or polynomially", "make the repeats unambiguous")
+             "catastrophically or polynomially", "anchor it with ^, bound its repeats ({1,63}) or use fewer of them")
 E510 = _code("E510", "number out of range", "evaluation produced a number beyond 2^63",
              "the rule errs for this input; bound the arithmetic")
 E511 = _code("E511", "result too long", "evaluation built a string or list longer than 65536",
