@@ -68,9 +68,7 @@ class Guard:
 
 def describe(event: str, args: tuple) -> str:
     """The program a process event runs, where the event says it."""
-    if event in ("subprocess.Popen", "os.posix_spawn", "os.exec") and args:
-        return f" {args[0]!r}"
-    if event == "os.system" and args:
+    if event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.system") and args:
         return f" {args[0]!r}"
     return ""
 
