@@ -5,7 +5,8 @@ A ``Diagnostic`` says where (a ``Span``), what (``code`` and ``message``) and, w
 how to fix it (``hint``). ``PolicyError`` carries every diagnostic of a failed load and renders
 them the way compilers do: ``file:line:col: error[CODE]: message``, the source line and a caret.
 
-Codes: E1xx syntax, E2xx names and fields, E3xx types, E4xx rule structure, E5xx bounds.
+Codes: the catalogue in ``lang/codes.py`` (E0xx reading, E1xx syntax, E2xx names and fields, E3xx
+types, E4xx rule structure, E5xx bounds), shown in docs/language.md.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from policy_extender import process
 
 
@@ -26,6 +28,7 @@ def test_pid_is_the_process_id():
     assert process.pid == os.getpid()
 
 
+@pytest.mark.slow
 def test_a_forked_child_sees_its_own_pid():
     got = _in_child(lambda: f"{process.pid} {os.getpid()}")
     kept, real = got.split()
@@ -33,6 +36,7 @@ def test_a_forked_child_sees_its_own_pid():
     assert int(kept) != os.getpid()
 
 
+@pytest.mark.slow
 def test_a_grandchild_sees_its_own_pid():
     got = _in_child(lambda: _in_child(lambda: f"{process.pid} {os.getpid()}"))
     kept, real = got.split()

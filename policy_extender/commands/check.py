@@ -111,7 +111,8 @@ def _renamed(diagnostic, where: dict[str, str]):
 
 
 def _unreadable(where: str, message: str) -> dict:
-    return {"code": "E000", "message": f"cannot read: {message}", "hint": None,
+    from policy_extender.lang import codes  # lazy, like the compiler above
+    return {"code": codes.E000, "message": f"cannot read: {message}", "hint": None,
             "file": where, "line": 1, "column": 1, "end_line": 1, "end_column": 1}
 
 

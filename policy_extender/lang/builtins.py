@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable
 
-from policy_extender.lang import runtime, types
+from policy_extender.lang import codes, runtime, types
 
 MAX_REGEX_SUBJECT = 256  # characters a regex is matched against (longer subjects → null)
 #: Backtracking steps a pattern may cost on a MAX_REGEX_SUBJECT subject (~10 ms), estimated as the
@@ -111,16 +111,16 @@ def _contains(container, item):
 
 def _compile_regex(pattern: object):
     if not isinstance(pattern, str):
-        raise RefusedLiteral("E306", "the pattern of matches() must be a string literal")
+        raise RefusedLiteral(codes.E306, "the pattern of matches() must be a string literal")
     if _CATASTROPHIC.search(pattern):
-        raise RefusedLiteral("E504", f"regex {pattern!r} can backtrack catastrophically (a repeated group that "
+        raise RefusedLiteral(codes.E504, f"regex {pattern!r} can backtrack catastrophically (a repeated group that "
                          "itself repeats, a backreference or a lookaround): simplify it")
     try:
         compiled = re.compile(pattern)
     except re.error as err:
-        raise RefusedLiteral("E308", f"invalid regex {pattern!r}: {err}") from None
+        raise RefusedLiteral(codes.E308, f"invalid regex {pattern!r}: {err}") from None
     if _regex_cost(pattern) > MAX_REGEX_COST:
-        raise RefusedLiteral("E504", f"regex {pattern!r} can backtrack polynomially (repeats that follow each "
+        raise RefusedLiteral(codes.E504, f"regex {pattern!r} can backtrack polynomially (repeats that follow each "
                              f"other multiply on a {MAX_REGEX_SUBJECT}-character subject): anchor it with ^, "
                              "bound its repeats ({1,63}) or use fewer of them")
     return compiled

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from policy_extender import schema
 from policy_extender.errors import Diagnostic, PolicyError, Span
-from policy_extender.lang import ast, types
+from policy_extender.lang import ast, codes, types
 from policy_extender.lang.builtins import BUILTINS, RefusedLiteral
 from policy_extender.lang.parser import Locator, parse_expression
 
@@ -139,22 +139,22 @@ class Checker:
     def check_audit(self, marker: ast.Audit, previous, rules) -> ast.Audit:
         """The file-level ``audit`` marker: once, before the first rule."""
         if previous is not None:
-            self.error("E408", f"the file is already marked audit at line {previous.span.line}",
+            self.error(codes.E408, f"the file is already marked audit at line {previous.span.line}",
                        marker.span, "remove this line")
             return previous
         if rules:
-            self.error("E408", "'audit' alone on a line marks the whole file and must come before "
+            self.error(codes.E408, "'audit' alone on a line marks the whole file and must come before "
                        "the first rule", marker.span,
                        "move it to the top of the file, or indent it under one rule to audit only that rule")
         return marker
 
     def check_let(self, let: ast.Let, lets: dict[str, ast.Let]) -> None:
         if let.name in lets:
-            self.error("E204", f"'{let.name}' is already defined at line {lets[let.name].span.line}", let.span,
+            self.error(codes.E204, f"'{let.name}' is already defined at line {lets[let.name].span.line}", let.span,
                        "give the binding another name")
         elif let.name in ALL_ROOTS or let.name in schema.SHORTHANDS:
             what = "context root" if let.name in ALL_ROOTS else "shorthand"
-            self.error("E204", f"let '{let.name}' would hide the {what} '{let.name}'", let.span,
+            self.error(codes.E204, f"let '{let.name}' would hide the {what} '{let.name}'", let.span,
                        "give the binding another name")
         if let.expr is not None:  # None: the let did not parse (its syntax error is reported)
             self.expr(let.expr, Scope(None, dict(lets)))
@@ -162,10 +162,10 @@ class Checker:
 
     def check_guard(self, guard, previous, rules, lets) -> ast.Guard:
         if previous is not None:
-            self.error("E405", f"a file has one guard; this file already has one at line {previous.span.line}",
+            self.error(codes.E405, f"a file has one guard; this file already has one at line {previous.span.line}",
                        guard.span, "combine the conditions with 'and'")
         elif rules:
-            self.error("E405", "the file guard must come before the first rule", guard.span,
+            self.error(codes.E405, "the file guard must come before the first rule", guard.span,
                        "move the 'when' line to the top of the file")
         self.condition(guard.expr, Scope(None, dict(lets)), "the file guard")
         return guard
@@ -176,7 +176,7 @@ class Checker:
         checked = CheckedRule(rule, name, rule.kind, file.name, [], audit=audit is not None)
         for modifier in rule.modifiers:
             if modifier.kind == "audit" and audit is not None:
-                self.error("E408", f"the whole file is marked audit (line {audit.span.line}): this "
+                self.error(codes.E408, f"the whole file is marked audit (line {audit.span.line}): this "
                            "'audit' changes nothing", modifier.span, "remove it")
         scope = Scope(rule.kind, lets)
         if guard is not None:
@@ -191,7 +191,7 @@ class Checker:
     def check_rule_name(self, name: str, rule: ast.Rule) -> None:
         if name in self.rule_names:
             first = self.rule_names[name]
-            self.error("E402", f"rule name '{name}' is already used at {first.file}:{first.line}",
+            self.error(codes.E402, f"rule name '{name}' is already used at {first.file}:{first.line}",
                        rule.name_span, "rule names are unique across all policy files")
         else:
             self.rule_names[name] = rule.name_span
@@ -200,18 +200,18 @@ class Checker:
         typed = self.expr(rule.expr, scope)
         wanted = "number" if rule.kind == "score" else "bool"
         if not types.loose(typed.type) and typed.type != wanted:
-            self.error("E305", f"a {rule.kind} rule needs {types.describe(wanted)}, this is {types.describe(typed.type)}",
+            self.error(codes.E305, f"a {rule.kind} rule needs {types.describe(wanted)}, this is {types.describe(typed.type)}",
                        rule.expr.span, _result_hint(rule.kind))
 
     def check_modifier(self, modifier: ast.Modifier, checked: CheckedRule, scope: Scope, seen: dict) -> None:
         kind = modifier.kind
         if checked.kind not in MODIFIER_KINDS[kind]:
             allowed = ", ".join(sorted(MODIFIER_KINDS[kind]))
-            self.error("E403", f"'{kind}' does not apply to a {checked.kind} rule", modifier.span,
+            self.error(codes.E403, f"'{kind}' does not apply to a {checked.kind} rule", modifier.span,
                        f"'{kind}' is for {allowed} rules")
             return
         if kind in seen:
-            self.error("E404", f"'{kind}' is given twice (first at line {seen[kind].span.line})", modifier.span)
+            self.error(codes.E404, f"'{kind}' is given twice (first at line {seen[kind].span.line})", modifier.span)
             return
         seen[kind] = modifier
         getattr(self, "modifier_" + kind.replace(" ", "_"))(modifier, checked, scope)
@@ -244,13 +244,13 @@ class Checker:
     def modifier_normalize(self, modifier, checked, scope) -> None:
         low, high = modifier.value
         if not low < high:
-            self.error("E406", f"normalize {low} to {high}: the low end must be below the high end", modifier.span)
+            self.error(codes.E406, f"normalize {low} to {high}: the low end must be below the high end", modifier.span)
         checked.normalize = (low, high)
 
     def condition(self, expr, scope: Scope, what: str) -> None:
         typed = self.expr(expr, scope)
         if not types.loose(typed.type) and typed.type != "bool":
-            self.error("E303", f"{what} needs a bool, this is {types.describe(typed.type)}", expr.span,
+            self.error(codes.E303, f"{what} needs a bool, this is {types.describe(typed.type)}", expr.span,
                        "compare it, e.g. x != null or x > 0")
 
     # --- expressions -----------------------------------------------------------------------------
@@ -274,7 +274,7 @@ class Checker:
             item_type = self.expr(item, scope).type
             joined = types.unify(element, item_type)
             if joined is None:
-                self.error("E304", f"list elements have different types: {element} and {item_type}", item.span)
+                self.error(codes.E304, f"list elements have different types: {element} and {item_type}", item.span)
                 joined = "any"
             element = joined
         return Typed(f"list[{'any' if element == 'null' else element}]")
@@ -300,9 +300,9 @@ class Checker:
             return self.use_shorthand(node, scope)
         candidates = [*scope.vars, *scope.lets, *roots, *schema.SHORTHANDS]
         if name in MODIFIER_KINDS:  # `x and` then an indented `unresolvable`: read as a name
-            return self.error("E202", f"unknown name '{name}': '{name}' is a modifier, read here as part of "
+            return self.error(codes.E202, f"unknown name '{name}': '{name}' is a modifier, read here as part of "
                               "the expression", node.span, self.modifier_hint(node.span))
-        return self.error("E202", f"unknown name '{name}'{_did_you_mean(name, candidates)}", node.span,
+        return self.error(codes.E202, f"unknown name '{name}'{_did_you_mean(name, candidates)}", node.span,
                           _name_hint(scope))
 
     def modifier_hint(self, span: Span) -> str:
@@ -318,7 +318,7 @@ class Checker:
     def unavailable(self, node: ast.Name, scope: Scope) -> Typed:
         roots = ", ".join(schema.DECISION_ROOTS[scope.kind])
         via = f" ('{scope.shorthand}' reads {node.name})" if scope.shorthand else ""
-        return self.error("E401", f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,
+        return self.error(codes.E401, f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,
                           f"{scope.kind} rules can read {roots}")
 
     def use_let(self, node: ast.Name, let: ast.Let, scope: Scope) -> Typed:
@@ -345,14 +345,14 @@ class Checker:
             return self.object_field(node, obj, scope)
         if types.loose(t):
             return Typed("any")
-        return self.error("E301", f"{types.describe(t)} has no fields (reading '.{node.name}')", node.name_span)
+        return self.error(codes.E301, f"{types.describe(t)} has no fields (reading '.{node.name}')", node.name_span)
 
     def object_field(self, node: ast.Field, obj: Typed, scope: Scope) -> Typed:
         f = schema.field(obj.type, node.name)
         if f is None:
             hint = (_counts_hint(node.name) if obj.type == "counts"
                     else _resource_hint(node.name) if obj.type == "resources" else None)
-            return self.error("E201", f"unknown field '{node.name}' on {obj.type}"
+            return self.error(codes.E201, f"unknown field '{node.name}' on {obj.type}"
                               f"{_did_you_mean(node.name, schema.TYPES[obj.type])}", node.name_span, hint)
         if f.session and scope.kind and not (obj.type == "session" and f.name == "open"):
             self.session_kinds.add(scope.kind)
@@ -376,7 +376,7 @@ class Checker:
             if t == "counts" and isinstance(node.key, ast.Literal) and isinstance(node.key.value, str):
                 problem = _counts_key_problem(node.key.value)
                 if problem is not None:
-                    return self.error("E201", problem[0], node.key.span, problem[1])
+                    return self.error(codes.E201, problem[0], node.key.span, problem[1])
             if t in schema.INDEX_TYPES:
                 self.resource_read(node, obj)
                 return Typed(schema.INDEX_TYPES[t])
@@ -386,11 +386,11 @@ class Checker:
             return Typed(types.element(t), obj.origin)
         if types.loose(t):
             return Typed("any")
-        return self.error("E309", f"{types.describe(t)} cannot be indexed with [...]", node.span)
+        return self.error(codes.E309, f"{types.describe(t)} cannot be indexed with [...]", node.span)
 
     def key_type(self, node: ast.Index, key: str, wanted: str) -> None:
         if not types.loose(key) and key != wanted:
-            self.error("E309", f"the key must be {types.describe(wanted)}, this is {types.describe(key)}", node.key.span)
+            self.error(codes.E309, f"the key must be {types.describe(wanted)}, this is {types.describe(key)}", node.key.span)
 
     def resource_read(self, node: ast.Index, obj: Typed) -> None:
         if obj.origin is None:
@@ -409,19 +409,19 @@ class Checker:
             return self.count_list(node, arg_types[0])
         builtin = BUILTINS.get(node.func)
         if builtin is None:
-            return self.error("E203", f"unknown function '{node.func}'{_did_you_mean(node.func, BUILTINS)}",
+            return self.error(codes.E203, f"unknown function '{node.func}'{_did_you_mean(node.func, BUILTINS)}",
                               node.func_span, "docs/language.md lists every builtin")
         required = len(builtin.params) - builtin.optional
         if not required <= len(node.args) <= len(builtin.params):
             wanted = f"{required}" if not builtin.optional else f"{required} to {len(builtin.params)}"
-            return self.error("E307", f"{node.func}() takes {wanted} argument{'s' if wanted != '1' else ''}, "
+            return self.error(codes.E307, f"{node.func}() takes {wanted} argument{'s' if wanted != '1' else ''}, "
                               f"got {len(node.args)}", node.span, builtin.signature())
         self.check_arguments(node, builtin, arg_types)
         return Typed(builtin.result_type(arg_types))
 
     def count_list(self, node: ast.Call, arg: str) -> Typed:
         if not (types.loose(arg) or types.is_list(arg)):
-            self.error("E306", f"count() needs a list, this is {types.describe(arg)}", node.args[0].span,
+            self.error(codes.E306, f"count() needs a list, this is {types.describe(arg)}", node.args[0].span,
                        "count(x for x in list if condition) counts matching elements")
         return Typed("number")
 
@@ -429,19 +429,19 @@ class Checker:
         generic = "null"
         for i, (param, actual, arg) in enumerate(zip(builtin.params, arg_types, node.args)):
             if not types.accepts(param, actual):
-                self.error("E306", f"argument {i + 1} of {node.func}() must be {_a_type(param)}, "
+                self.error(codes.E306, f"argument {i + 1} of {node.func}() must be {_a_type(param)}, "
                            f"this is {types.describe(actual)}", arg.span, builtin.signature())
             if param == "T":
                 joined = types.unify(generic, actual)
                 if joined is None:
-                    self.error("E306", f"the arguments of {node.func}() must have the same type", node.span)
+                    self.error(codes.E306, f"the arguments of {node.func}() must have the same type", node.span)
                 generic = joined or generic
             if builtin.literal == i:
                 self.prepare_literal(node, builtin, arg)
 
     def prepare_literal(self, node: ast.Call, builtin, arg) -> None:
         if not isinstance(arg, ast.Literal):
-            self.error("E306", f"argument {builtin.literal + 1} of {node.func}() must be a literal", arg.span)
+            self.error(codes.E306, f"argument {builtin.literal + 1} of {node.func}() must be a literal", arg.span)
             return
         try:
             self.prepared[id(arg)] = builtin.prepare(arg.value)
@@ -452,7 +452,7 @@ class Checker:
         t = self.expr(node.operand, scope).type
         wanted = "number" if node.op == "-" else "bool"
         if not types.loose(t) and t != wanted:
-            code = "E301" if node.op == "-" else "E303"
+            code = codes.E301 if node.op == "-" else codes.E303
             self.error(code, f"'{node.op}' needs {types.describe(wanted)}, this is {types.describe(t)}", node.operand.span)
         return Typed(wanted)
 
@@ -502,7 +502,7 @@ class Checker:
             return None if not listed else self.finish_list(node, scope)
         for word_node, word in quoted:
             self.types[id(word_node)] = "string"
-            self.error("E202", f"unknown name '{word}'", word_node.span,
+            self.error(codes.E202, f"unknown name '{word}'", word_node.span,
                        f"a string is written in quotes: '{word}'")
         return Typed("bool")
 
@@ -542,7 +542,7 @@ class Checker:
         for side, t in (("left", left), ("right", right)):
             if not types.loose(t) and t != "bool":
                 operand = node.left if side == "left" else node.right
-                self.error("E303", f"'{node.op}' needs bool operands, the {side} one is {types.describe(t)}",
+                self.error(codes.E303, f"'{node.op}' needs bool operands, the {side} one is {types.describe(t)}",
                            operand.span, "compare it, e.g. x != null or x > 0")
         return Typed("bool")
 
@@ -554,13 +554,13 @@ class Checker:
             if joined is not None:
                 return Typed("any" if joined == "null" else joined)
         hint = self.string_hint(node)
-        return self.error("E301", f"'{node.op}' cannot combine {types.describe(left)} and {types.describe(right)}"
+        return self.error(codes.E301, f"'{node.op}' cannot combine {types.describe(left)} and {types.describe(right)}"
                           + (f": {hint}" if hint else ""), node.op_span)
 
     def coalesce(self, node, left: str, right: str) -> Typed:
         joined = types.unify(left, right)
         if joined is None:
-            return self.error("E301", f"'??' sides have different types: {left} and {right}", node.op_span)
+            return self.error(codes.E301, f"'??' sides have different types: {left} and {right}", node.op_span)
         return Typed(joined)
 
     def membership(self, node, left: str, right: str) -> Typed:
@@ -568,14 +568,14 @@ class Checker:
             return Typed("bool")
         if types.is_list(right):
             if types.unify(left, types.element(right)) is None:
-                self.error("E302", f"'{node.op}' looks for {types.describe(left)} in a {right}: always false",
+                self.error(codes.E302, f"'{node.op}' looks for {types.describe(left)} in a {right}: always false",
                            node.op_span)
         elif types.is_map(right) or right == "string":
             if not types.loose(left) and left != "string":
-                self.error("E302", f"'{node.op}' looks for {types.describe(left)} in {types.describe(right)}: "
+                self.error(codes.E302, f"'{node.op}' looks for {types.describe(left)} in {types.describe(right)}: "
                            "only strings can be found there", node.op_span)
         else:
-            self.error("E301", f"'{node.op}' needs a list, map or string on the right, this is "
+            self.error(codes.E301, f"'{node.op}' needs a list, map or string on the right, this is "
                        f"{types.describe(right)}", node.right.span)
         return Typed("bool")
 
@@ -589,7 +589,7 @@ class Checker:
         if not fits:
             verb = "compares" if node.op in ("==", "!=") else "orders"
             hint = self.string_hint(node)
-            self.error("E302", f"'{node.op}' {verb} {types.describe(left)} with {types.describe(right)}"
+            self.error(codes.E302, f"'{node.op}' {verb} {types.describe(left)} with {types.describe(right)}"
                        + (f": {hint}" if hint else ": always false" if node.op in ("==", "!=") else ""),
                        node.op_span)
         return Typed("bool")
@@ -615,14 +615,14 @@ class Checker:
         then, orelse = self.expr(node.then, scope).type, self.expr(node.orelse, scope).type
         joined = types.unify(then, orelse)
         if joined is None:
-            return self.error("E304", f"the branches of 'if' have different types: {then} and {orelse}", node.span)
+            return self.error(codes.E304, f"the branches of 'if' have different types: {then} and {orelse}", node.span)
         return Typed(joined)
 
     def expr_Aggregate(self, node: ast.Aggregate, scope: Scope) -> Typed:
         items = self.expr(node.iterable, scope)
         if not (types.loose(items.type) or types.is_list(items.type)):
             hint = "iterate keys(m) or values(m)" if types.is_map(items.type) else None
-            self.error("E301", f"'for' needs a list, this is {types.describe(items.type)}", node.iterable.span, hint)
+            self.error(codes.E301, f"'for' needs a list, this is {types.describe(items.type)}", node.iterable.span, hint)
         element = types.element(items.type) or "any"
         slot = self.slots.setdefault(id(node), len(self.slots))
         inner = scope.with_var(node.var, Typed(element, items.origin), slot)
@@ -631,7 +631,7 @@ class Checker:
         elem = self.expr(node.elem, inner).type
         wanted = {"sum": "number", "min": "number", "max": "number", "any": "bool", "all": "bool"}.get(node.func)
         if wanted and not types.loose(elem) and elem != wanted:
-            self.error("E306", f"{node.func}(... for ...) needs {types.describe(wanted)} per element, "
+            self.error(codes.E306, f"{node.func}(... for ...) needs {types.describe(wanted)} per element, "
                        f"this is {types.describe(elem)}", node.elem.span)
         return Typed("bool" if node.func in ("any", "all") else "number")
 

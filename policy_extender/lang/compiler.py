@@ -13,7 +13,7 @@ from typing import Callable
 
 from policy_extender import schema
 from policy_extender.errors import EvalError
-from policy_extender.lang import ast, runtime, types
+from policy_extender.lang import ast, codes, runtime, types
 from policy_extender.lang.builtins import BUILTINS
 from policy_extender.lang.checker import Checked, CheckedRule
 from policy_extender.lang.explain import explainer
@@ -438,7 +438,7 @@ def _spent(c: Context, value, span):
 def _charge(c: Context, cost: int, span) -> None:
     c.work -= cost
     if c.work < 0:
-        raise EvalError("E512", f"evaluation visited more than {runtime.MAX_WORK} elements "
+        raise EvalError(codes.E512, f"evaluation visited more than {runtime.MAX_WORK} elements "
                         "(nested aggregates or list operations inside one); limit "
                         f"{runtime.MAX_WORK}", span)
 

@@ -16,7 +16,7 @@ import lark
 from lark import Transformer, v_args
 
 from policy_extender.errors import Diagnostic, PolicyError, Span
-from policy_extender.lang import ast
+from policy_extender.lang import ast, codes
 
 MAX_SOURCE_CHARS = 256 * 1024
 MAX_DEPTH = 100
@@ -84,7 +84,7 @@ def parse_file(name: str, source: str) -> ast.PolicyFile:
         tree = _parse(source, "start", loc)
         return ast.PolicyFile(name, source, tuple(_build(tree, loc, source)))
     except PolicyError as err:
-        if any(d.code == "E501" for d in err.diagnostics):
+        if any(d.code == codes.E501 for d in err.diagnostics):
             raise
     return _recover(name, source)
 
@@ -133,7 +133,7 @@ def parse_expression(text: str, loc: Locator, source: str | None = None) -> ast.
 
 def _parse(text: str, start: str, loc: Locator, source: str | None = None, ends_file: bool = True):
     if len(text) > MAX_SOURCE_CHARS:
-        _fail(loc, "E501", f"policy file is {len(text)} characters, the limit is {MAX_SOURCE_CHARS}",
+        _fail(loc, codes.E501, f"policy file is {len(text)} characters, the limit is {MAX_SOURCE_CHARS}",
               loc.span(1, 1, 1, 2), "split it into several files", source or text)
     _check_bracket_depth(text, loc, source or text)
     try:
@@ -176,7 +176,7 @@ def _check_bracket_depth(text: str, loc: Locator, source: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 column = match.start() - line_start + 1
-                _fail(loc, "E502", f"expression nested more than {MAX_DEPTH} levels deep",
+                _fail(loc, codes.E502, f"expression nested more than {MAX_DEPTH} levels deep",
                       loc.span(line, column, line, column + 1), "name parts of it with let", source)
         elif char in ")]}":
             depth = max(depth - 1, 0)
@@ -188,7 +188,7 @@ def _check_depth(tree, loc: Locator, source: str) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            _fail(loc, "E502", f"expression nested more than {MAX_DEPTH} levels deep",
+            _fail(loc, codes.E502, f"expression nested more than {MAX_DEPTH} levels deep",
                   loc.of_meta(node.meta), "name parts of it with let", source)
         stack.extend((c, depth + 1) for c in node.children if isinstance(c, lark.Tree))
 
@@ -207,12 +207,12 @@ def _syntax_diagnostic(err, text: str, loc: Locator, ends_file: bool = True) -> 
     if at_end and not ends_file:  # one statement parsed alone: its end is the _NL of the file
         line = text.count("\n")
         column = len(text.split("\n")[line - 1]) + 1
-        return Diagnostic("E101", "the statement ends before it is complete", loc.span(line, column, line, column + 1),
+        return Diagnostic(codes.E101, "the statement ends before it is complete", loc.span(line, column, line, column + 1),
                           "a line that starts with whitespace continues the previous statement")
     if at_end:
         end = text.rstrip()
         line, column = end.count("\n") + 1, len(end) - end.rfind("\n")
-        return Diagnostic("E101", "unexpected end of input", loc.span(line, column, line, column + 1),
+        return Diagnostic(codes.E101, "unexpected end of input", loc.span(line, column, line, column + 1),
                           "the expression or rule is incomplete")
     span = loc.span(line, column, line, column + max(1, len(str(token))))
     return _unexpected_token(token, err, text, span)
@@ -234,7 +234,7 @@ def _dangling(text: str, position: int, loc: Locator) -> Diagnostic | None:
     op, start = match.group(1), match.start(1)
     line = text.count("\n", 0, start) + 1
     column = start - (text.rfind("\n", 0, start) + 1) + 1
-    return Diagnostic("E101", f"'{op}' at the end of line {loc.span(line, 1, line, 1).line} has nothing after it",
+    return Diagnostic(codes.E101, f"'{op}' at the end of line {loc.span(line, 1, line, 1).line} has nothing after it",
                       loc.span(line, column, line, column + len(op)),
                       f"write the rest of the condition after '{op}' on an indented line, or remove '{op}'")
 
@@ -242,27 +242,27 @@ def _dangling(text: str, position: int, loc: Locator) -> Diagnostic | None:
 def _bad_character(err, text: str, span: Span) -> Diagnostic:
     char = err.char
     if char in "\"'":
-        return Diagnostic("E102", "unterminated string", span, f"close it with {char} on the same line")
-    return Diagnostic("E102", f"unexpected character {char!r}", span, None)
+        return Diagnostic(codes.E102, "unterminated string", span, f"close it with {char} on the same line")
+    return Diagnostic(codes.E102, f"unexpected character {char!r}", span, None)
 
 
 def _unexpected_token(token, err, text: str, span: Span) -> Diagnostic:
     value = str(token)
     if value == "=":
-        return Diagnostic("E101", "'=' is not a comparison (did you mean '=='?)", span,
+        return Diagnostic(codes.E101, "'=' is not a comparison (did you mean '=='?)", span,
                           "'=' only binds a name: let name = expression")
     if value == "*" and token.start_pos and text[token.start_pos - 1] == "*":
-        return Diagnostic("E104", "there is no '**' operator", span, "multiply explicitly: x * x")
+        return Diagnostic(codes.E104, "there is no '**' operator", span, "multiply explicitly: x * x")
     if token.type in ("CMP", "IN") and _after_comparison(err):
-        return Diagnostic("E101", f"comparisons do not chain: unexpected {value!r}", span,
+        return Diagnostic(codes.E101, f"comparisons do not chain: unexpected {value!r}", span,
                           "write a < b and b < c")
     if token.type == "_NL":
-        return Diagnostic("E101", "the statement ends before it is complete", span,
+        return Diagnostic(codes.E101, "the statement ends before it is complete", span,
                           "a line that starts with whitespace continues the previous statement")
     if span.column == 1 and value in ("when", "reason", "unresolvable", "weight", "normalize", "permit"):
-        return Diagnostic("E101", f"modifier '{value}' at column 1 starts a new statement", span,
+        return Diagnostic(codes.E101, f"modifier '{value}' at column 1 starts a new statement", span,
                           "indent the modifier line so it continues the rule above")
-    return Diagnostic("E101", f"unexpected {_describe(token)}", span, _expected(err))
+    return Diagnostic(codes.E101, f"unexpected {_describe(token)}", span, _expected(err))
 
 
 def _after_comparison(err) -> bool:
@@ -400,7 +400,7 @@ class Builder(Transformer):
     def aggregate(self, meta, children):
         func, elem, var, _in, iterable, cond = children
         if str(func) not in ast.AGGREGATES:
-            raise self._error("E101", f"'{func}' cannot aggregate: '... for {var} in ...' works only in "
+            raise self._error(codes.E101, f"'{func}' cannot aggregate: '... for {var} in ...' works only in "
                               + ", ".join(ast.AGGREGATES), self.loc.of_token(func), None)
         return ast.Aggregate(str(func), elem, str(var), self.loc.of_token(var), iterable, cond,
                              self._span(meta))
@@ -434,7 +434,7 @@ class Builder(Transformer):
         text, span = str(token), self.loc.of_token(token)
         value = _quantity(text) if token.type == "QUANTITY" else _number(text)
         if value is None or abs(value) >= MAX_LITERAL:
-            raise self._error("E503", f"number {text} is out of range (limit 2^63)", span, None)
+            raise self._error(codes.E503, f"number {text} is out of range (limit 2^63)", span, None)
         return value
 
     def _unescape(self, raw: str, span: Span) -> str:
@@ -447,7 +447,7 @@ class Builder(Transformer):
                 continue
             decoded, width = _escape(raw, i)
             if decoded is None:
-                raise self._error("E103", f"unknown escape {raw[i:i + 2]!r} in string", span,
+                raise self._error(codes.E103, f"unknown escape {raw[i:i + 2]!r} in string", span,
                                   "use \\n \\t \\r \\\\ \\\" \\' or \\uXXXX")
             out.append(decoded)
             i += width
@@ -458,7 +458,7 @@ class Builder(Transformer):
         parts: list = []
         for kind, start, text in _template_pieces(raw):
             if kind == "error":
-                raise self._error("E107", text, span, "write {{ and }} for literal braces")
+                raise self._error(codes.E107, text, span, "write {{ and }} for literal braces")
             if kind == "text":
                 parts.append(self._unescape(text, span))
                 continue

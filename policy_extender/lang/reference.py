@@ -1,5 +1,5 @@
-"""The generated parts of docs/language.md: the context field table (from ``schema``) and the
-builtin table (from ``lang.builtins``). ``python -m policy_extender.lang.reference`` prints them;
+"""The generated parts of docs/language.md: the context field table (from ``schema``), the
+builtin table (from ``lang.builtins``) and the error codes (from ``lang.codes``). ``python -m policy_extender.lang.reference`` prints them;
 ``--check docs/language.md`` exits 1 when the doc's copy is stale, ``--write`` refreshes it."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from policy_extender import schema
 from policy_extender.lang.builtins import BUILTINS
+from policy_extender.lang.codes import CATALOGUE
 
 BEGIN = "<!-- BEGIN GENERATED REFERENCE (python -m policy_extender.lang.reference --write docs/language.md) -->"
 END = "<!-- END GENERATED REFERENCE -->"
@@ -42,9 +43,16 @@ def builtin_table() -> str:
     return "\n".join(lines)
 
 
+def error_table() -> str:
+    lines = ["| code | title | meaning | hint |", "|---|---|---|---|"]
+    lines += [f"| {c.code} | {_cell(c.title)} | {_cell(c.meaning)} | {_cell(c.hint)} |" for c in CATALOGUE.values()]
+    return "\n".join(lines)
+
+
 def reference() -> str:
     return "\n\n".join([BEGIN, "### Context fields", field_table(), "### Names per rule kind", roots_table(),
-                        "### Shorthands", shorthand_table(), "### Builtins", builtin_table(), END])
+                        "### Shorthands", shorthand_table(), "### Builtins", builtin_table(),
+                        "### Error codes", error_table(), END])
 
 
 def _unit(unit: str) -> str:

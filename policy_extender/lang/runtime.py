@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from policy_extender.errors import EvalError
+from policy_extender.lang import codes
 
 MAX_NUMBER = 2**63            # |a number| beyond this is an error (Go's int64 range)
 MAX_LENGTH = 65536            # characters of a built string, elements of a built list
@@ -74,14 +75,14 @@ def contains(container: object, item: object) -> bool | None:
 def number(value: object, span=None) -> object:
     """``value`` if it is within bounds (None passes through)."""
     if value is not None and not -MAX_NUMBER <= value <= MAX_NUMBER:
-        raise EvalError("E510", f"number out of range (limit 2^63): {fmt(value)}", span)
+        raise EvalError(codes.E510, f"number out of range (limit 2^63): {fmt(value)}", span)
     return value
 
 
 def sized(value: object, span=None) -> object:
     """``value`` (a string or list) if it is within MAX_LENGTH."""
     if value is not None and len(value) > MAX_LENGTH:
-        raise EvalError("E511", f"result of {len(value)} elements is longer than {MAX_LENGTH}", span)
+        raise EvalError(codes.E511, f"result of {len(value)} elements is longer than {MAX_LENGTH}", span)
     return value
 
 
@@ -96,7 +97,7 @@ def iterable(value: object, span=None) -> list:
 def bounded(size: int, span=None) -> None:
     """An aggregate over ``size`` elements is allowed (MAX_ITERATIONS), or raises E512."""
     if size > MAX_ITERATIONS:
-        raise EvalError("E512", f"aggregate over {size} elements (limit {MAX_ITERATIONS})", span)
+        raise EvalError(codes.E512, f"aggregate over {size} elements (limit {MAX_ITERATIONS})", span)
 
 
 def cost(value: object) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from policy_extender import lang
 from policy_extender.decide.policy_set import PolicySet
 from policy_extender.errors import Diagnostic, PolicyError, Span
+from policy_extender.lang import codes
 from policy_extender.policyset.files import DuplicateFile, read_snapshot, version_of
 
 #: The files of a policy directory that are policies.
@@ -30,5 +31,5 @@ def read_sources(paths) -> dict[str, str]:
     try:
         return read_snapshot([str(p) for p in paths], SUFFIXES).sources()
     except DuplicateFile as twice:
-        raise PolicyError([Diagnostic("E407", f"{twice.name} is in both {twice.first} and {twice.second}",
+        raise PolicyError([Diagnostic(codes.E407, f"{twice.name} is in both {twice.first} and {twice.second}",
                                       Span(twice.name, 1, 1, 1, 1), "rename one of them")]) from None

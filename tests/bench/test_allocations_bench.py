@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from bench import allocations
 
 
@@ -13,6 +15,7 @@ def test_a_tiny_run_prints_the_method_and_one_line_per_size(capsys):
     assert line.split()[0] == "40" and "indexed" in line and "unindexed" in line
 
 
+@pytest.mark.slow
 def test_the_rule_rejects_where_the_job_has_two_gpu_tasks_on_the_node(tmp_path):
     """Allocation k is of job k % 100, on node k % 40, with k % 2 GPUs: job-7's are k = 7 + 100 m,
     all with a GPU, on node-7 (m even) and node-27 (m odd). With 200 allocations that is one on

@@ -3,9 +3,12 @@ with tiny counts: the figures are BENCHMARKS.md's, never asserted)."""
 
 import re
 
+import pytest
+
 from bench import engine_parts
 
 
+@pytest.mark.slow
 def test_the_engine_parts_benchmark_prints_every_part(capsys):
     engine_parts.main(["--number", "20", "--repeat", "1"])
     out = capsys.readouterr().out

@@ -40,11 +40,13 @@ def test_every_swap_is_a_new_policy_version():
     assert len(versions) == 3
 
 
+@pytest.mark.slow
 def test_a_prioritize_body_over_the_default_limit_is_refused_from_its_headers():
     with Server("service", extra=DEFAULT_FLAGS) as server:
         assert refused_before_reading(server, 300 << 20) == 413
 
 
+@pytest.mark.slow
 def test_quick_growth_run_prints_every_row():
     run = subprocess.run([sys.executable, "-m", "bench.growth", "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -55,6 +57,7 @@ def test_quick_growth_run_prints_every_row():
     assert "statuses [200]" in run.stdout and "statuses [4" not in run.stdout and "statuses [5" not in run.stdout
 
 
+@pytest.mark.slow
 def test_short_memory_run_samples_every_process_and_fits_a_slope():
     run = subprocess.run([sys.executable, "-m", "bench.memory", "--minutes", "0.2", "--interval", "3", "--warmup", "0",
                           "--late", "0.05,5"],

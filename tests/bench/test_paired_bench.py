@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench import handwritten, paired
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +21,7 @@ def test_every_round_times_both_apps_on_kept_nodes_and_restores_the_hand_written
     assert handwritten.READS is reads
 
 
+@pytest.mark.slow
 def test_a_short_run_prints_the_ratio_and_exits_without_store_warnings():
     run = subprocess.run([sys.executable, "-m", "bench.paired", "--rounds", "3", "--block", "5"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 from pathlib import Path
 
 import yaml
 
+from policy_extender.commands.check import check_set
 from policy_extender.errors import PolicyError
 from policy_extender.policyset import compile_sources
 from policy_extender.wire import decode
@@ -52,8 +54,8 @@ def merged(default: dict, override: dict | None) -> dict:
 def policy_of(case: dict) -> dict[str, str]:
     if "expr" in case:
         return {"case.policy": f"let shown = {case['expr']}\nfilter show: false\n    reason \"{{shown}}\"\n"}
-    if "policy" in case:
-        return {case.get("file", "case.policy"): case["policy"]}
+    if "policy" in case:  # ``repeat: N`` stands for the policy text written N times over
+        return {case.get("file", "case.policy"): case["policy"] * case.get("repeat", 1)}
     return case["policies"]
 
 
@@ -75,6 +77,8 @@ def _view(decoder, key: str, value: dict, reads):
 
 def decide(case: dict):
     """The decision (or rendered error text) the case describes."""
+    if "directories" in case:
+        return checked(case["directories"])
     try:
         policy_set = compile_sources(policy_of(case))
     except PolicyError as err:
@@ -83,6 +87,23 @@ def decide(case: dict):
     verb = case.get("verb", "predicate")
     given = case.get("input", {})
     return VERBS[verb](policy_set, given, env)
+
+
+def checked(directories: dict[str, dict[str, str | bytes]]) -> dict:
+    """``policy-extender check`` on policy directories ({directory: {file: text or bytes}}),
+    written to a temporary directory: its diagnostics as ``CODE: message``, the temporary
+    directory shown as ``<dir>``."""
+    with tempfile.TemporaryDirectory() as root:
+        paths = []
+        for directory, files in directories.items():
+            path = Path(root, directory)
+            path.mkdir()
+            for name, text in files.items():
+                (path / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+            paths.append(path)
+        report = check_set(tuple(paths))
+        lines = [f"{d['code']}: {d['message']}" for d in report["diagnostics"]]
+        return {"error": "\n".join(lines).replace(root, "<dir>")}
 
 
 def _body(**parts) -> bytes:

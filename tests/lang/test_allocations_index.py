@@ -82,6 +82,7 @@ def _session(allocations, evictions):
        condition=st.sampled_from(CONDITIONS), element=st.sampled_from(ELEMENTS), listed=st.sampled_from(LISTS),
        job=st.sampled_from(["job-1", "job-2", ""]), node=st.sampled_from(NAMES[:2]),
        zone=st.sampled_from([None, "node-a", "node-b"]), budget=st.integers(1, 80) | st.just(runtime.MAX_WORK))
+@pytest.mark.slow
 def test_indexed_aggregates_equal_the_plain_loop(monkeypatch, allocations, evictions, condition, element,
                                                  listed, job, node, zone, budget):
     monkeypatch.setattr(runtime, "MAX_WORK", budget)  # a small budget: the E512 errors agree too

@@ -46,12 +46,14 @@ def test_bundled_policies_format_to_the_same_program(path):
 
 @PROFILE
 @given(strategies.trees())
+@pytest.mark.slow
 def test_syntax_trees_format_to_the_same_program(text):
     formats_if_it_parses(text)
 
 
 @PROFILE
 @given(strategies.mutated_policies())
+@pytest.mark.slow
 def test_mutated_policies_format_to_the_same_program(text):
     formats_if_it_parses(text)
 
@@ -134,6 +136,7 @@ def cli(*args):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
+@pytest.mark.slow
 def test_fmt_rewrites_files_and_check_reports_with_a_diff(tmp_path):
     messy, tidy = tmp_path / "a.policy", tmp_path / "b.policy"
     messy.write_text("filter a:true  # c\nscore b: 1+2\n")
@@ -151,6 +154,7 @@ def test_fmt_rewrites_files_and_check_reports_with_a_diff(tmp_path):
     assert (again.returncode, again.stdout) == (0, "")
 
 
+@pytest.mark.slow
 def test_fmt_leaves_a_file_with_syntax_errors_alone(tmp_path):
     broken = tmp_path / "a.policy"
     broken.write_text("filter a: task.name = 'x'\n")

@@ -31,6 +31,7 @@ def test_the_statements_that_parse_are_kept_beside_the_errors():
 
 
 @pytest.mark.parametrize("statement", ["filter x: (\n", "filter x: a = 1\n", "let a = 1 +\n", "score s: nope.x\n"])
+@pytest.mark.slow
 def test_a_file_full_of_errors_is_refused_in_linear_time(statement):
     text = statement * (MAX_SOURCE_CHARS // len(statement) - 1)
     started = time.monotonic()

@@ -34,15 +34,18 @@ def mapped_after_a_bigger_free(setup: str, env: dict | None = None) -> bool:
     return out.strip() == "True"
 
 
+@pytest.mark.slow
 def test_without_the_bound_glibc_keeps_an_8_mb_body_in_its_heap():
     """The behaviour the bound exists for (so the tests below can fail)."""
     assert not mapped_after_a_bigger_free("")
 
 
+@pytest.mark.slow
 def test_bound_large_allocations_maps_every_large_block():
     assert mapped_after_a_bigger_free("assert heap.bound_large_allocations()")
 
 
+@pytest.mark.slow
 def test_a_served_worker_gets_the_bound_from_its_gunicorn_hooks(tmp_path):
     """``serve``'s gunicorn settings set it in the master (inherited by the forked workers) and
     again in each worker after init."""
@@ -68,6 +71,7 @@ def test_policy_info_in_one_process_names_the_last_version_only(monkeypatch):
     assert not [k for k in m.children if k[0] == id(m.policy_info)]
 
 
+@pytest.mark.slow
 def test_policy_versions_write_no_key_into_the_prometheus_files(tmp_path):
     """In multiprocess mode prometheus_client keeps every key a process wrote, in its files and
     their index, for good: 300 versions must add none (the served version is a file of its own,
@@ -88,6 +92,7 @@ def test_policy_versions_write_no_key_into_the_prometheus_files(tmp_path):
     assert info == ['policy_extender_policy_info{version="v300"} 1.0']
 
 
+@pytest.mark.slow
 def test_policy_versions_leave_no_value_object_in_prometheus_clients_list(tmp_path):
     """In multiprocess mode prometheus_client keeps every value object it made in a list (for its
     reset after a fork); 300 versions must not leave 300 of them there. Run in a fresh process:
@@ -135,15 +140,18 @@ def arenas_after_8_threads(setup: str, env: dict | None = None, arena_max: int |
     return sum(line.startswith("Arena ") for line in err.splitlines())
 
 
+@pytest.mark.slow
 def test_without_the_cap_each_thread_gets_an_arena_of_its_own():
     """What the cap exists for (so the tests below can fail)."""
     assert arenas_after_8_threads("") == 9
 
 
+@pytest.mark.slow
 def test_bound_arenas_caps_them_at_two():
     assert arenas_after_8_threads("assert heap.bound_arenas()") == heap.ARENA_MAX == 2
 
 
+@pytest.mark.slow
 def test_a_served_worker_gets_the_arena_cap_from_its_gunicorn_hooks(tmp_path):
     master = ("from policy_extender.config import Config; from policy_extender import gunicorn_conf;"
               "gunicorn_conf.settings(Config())['on_starting'](None)")
@@ -153,5 +161,6 @@ def test_a_served_worker_gets_the_arena_cap_from_its_gunicorn_hooks(tmp_path):
     assert arenas_after_8_threads(worker) == 2
 
 
+@pytest.mark.slow
 def test_an_operators_malloc_arena_max_stands():
     assert arenas_after_8_threads("assert not heap.bound_arenas()", arena_max=4) == 4

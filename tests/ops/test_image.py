@@ -129,6 +129,7 @@ def test_healthcheck_asks_healthz_with_python_not_curl():
     assert "/healthz" in command[2] and "curl" not in command[2]
 
 
+@pytest.mark.slow
 def test_healthcheck_fails_when_nothing_listens():
     port = free_port()
     result = subprocess.run(healthcheck_command(), env={**os.environ, "POLICY_EXTENDER_BIND": f"0.0.0.0:{port}"},

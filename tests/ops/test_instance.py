@@ -45,6 +45,7 @@ def holder():
         process.join(10)
 
 
+@pytest.mark.slow
 def test_a_live_owner_is_refused_with_its_pid_start_time_and_command(tmp_path, holder):
     store = str(tmp_path / "s.sqlite3")
     other = holder(store + ".owner", store)
@@ -56,6 +57,7 @@ def test_a_live_owner_is_refused_with_its_pid_start_time_and_command(tmp_path, h
     assert f"Owner record: {store}.owner" in message
 
 
+@pytest.mark.slow
 def test_an_owner_killed_with_sigkill_is_taken_over(tmp_path, holder, caplog):
     path = str(tmp_path / "s.sqlite3.owner")
     other = holder(path)
@@ -71,6 +73,7 @@ def test_an_owner_killed_with_sigkill_is_taken_over(tmp_path, holder, caplog):
 
 
 @pytest.mark.parametrize("journal", ["WAL", "DELETE"])  # the write lock is on -shm, or on the file
+@pytest.mark.slow
 def test_the_owner_lock_never_opens_the_database_files_and_keeps_sqlites_locks(tmp_path, journal):
     """SQLite's POSIX locks die when any descriptor of the database file closes: taking and
     releasing the owner lock must not touch the database, its -wal or its -shm."""
@@ -106,6 +109,7 @@ def _open_files() -> set[str]:
             if os.path.exists(f"/proc/self/fd/{fd}")}
 
 
+@pytest.mark.slow
 def test_a_runtime_directory_is_private_and_swept_only_when_its_owner_is_gone(tmp_path):
     parent = str(tmp_path)
     mine, lock = instance.make_runtime_dir(parent)
@@ -159,6 +163,7 @@ def test_redis_stores_have_no_owner(tmp_path):
         started.close()
 
 
+@pytest.mark.slow
 def test_a_forked_child_unwinding_through_close_leaves_the_directory(tmp_path):
     started = instance.start(Config(), environ={})
     try:

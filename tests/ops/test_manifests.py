@@ -114,6 +114,7 @@ def test_kustomization_names_only_files_that_exist(path):
 
 @needs_kubectl
 @pytest.mark.parametrize("path", KUSTOMIZATIONS, ids=lambda p: str(p.relative_to(K8S)))
+@pytest.mark.slow
 def test_kustomize_renders(path):
     rendered = subprocess.run([KUBECTL, "kustomize", str(path.parent)], capture_output=True,
                               text=True, timeout=60)
@@ -137,12 +138,14 @@ def configmap_policies() -> dict[str, str]:
     return {name: (K8S / "policies" / name).read_text() for name in generator["files"]}
 
 
+@pytest.mark.slow
 def test_configmap_policies_are_the_repository_policies():
     repository = {p.name: p.read_text() for p in sorted((ROOT / "policies").glob("*.policy"))}
     assert repository, "policies/*.policy is empty"
     assert configmap_policies() == repository, "run docker/k8s/sync-policies.sh"
 
 
+@pytest.mark.slow
 def test_configmap_policies_compile():
     policy_set = compile_sources(configmap_policies())
     assert policy_set.rules
@@ -282,6 +285,7 @@ def test_network_policy_admits_only_the_scheduler_pods_on_the_extender_port():
 
 
 @needs_kubectl
+@pytest.mark.slow
 def test_sidecar_patch_merges_into_volcanos_scheduler_deployment():
     merged = subprocess.run(
         [KUBECTL, "patch", "--local", "-o", "json", "-f", str(DATA / "volcano-scheduler-deployment.yaml"),

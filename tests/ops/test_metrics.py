@@ -93,6 +93,7 @@ def restore_environment():
         os.environ[metrics.MULTIPROC_ENV] = saved
 
 
+@pytest.mark.slow
 def test_counts_are_summed_across_worker_processes(directory, workers):
     workers.start(3)
     workers.start(5)
@@ -111,6 +112,7 @@ def test_counts_are_summed_across_worker_processes(directory, workers):
     assert samples[("policy_extender_sessions_total", (("event", "opened"),))] == 2
 
 
+@pytest.mark.slow
 def test_gauges_combine_live_workers_and_forget_dead_ones(directory, workers):
     workers.start(1, version="v2", ok=True)
     failing = workers.start(9, version="v1", ok=False)
@@ -133,6 +135,7 @@ def test_gauges_combine_live_workers_and_forget_dead_ones(directory, workers):
     assert samples[("policy_extender_requests_total", (("code", "200"), ("verb", "predicate")))] == 10
 
 
+@pytest.mark.slow
 def test_a_new_version_replaces_the_old_in_policy_info(directory):
     code = ("import os, sys; os.environ['PROMETHEUS_MULTIPROC_DIR'] = sys.argv[1];"
             "from policy_extender import metrics;"
@@ -159,6 +162,7 @@ def test_prepare_directory_removes_only_stale_metric_files(tmp_path):
     assert os.environ[metrics.MULTIPROC_ENV] == str(tmp_path)
 
 
+@pytest.mark.slow
 def test_setting_the_directory_after_import_is_refused(tmp_path):
     code = ("import os, sys, prometheus_client;"
             "os.environ['PROMETHEUS_MULTIPROC_DIR'] = sys.argv[1];"

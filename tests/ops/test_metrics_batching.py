@@ -68,6 +68,7 @@ def batching_worker(directory: str, requests: int, conn) -> None:
     conn.recv()  # alive, never flushing by hand: only its flusher thread writes
 
 
+@pytest.mark.slow
 def test_scrape_sees_the_pending_calls_of_running_workers(tmp_path, monkeypatch):
     monkeypatch.setenv(metrics.MULTIPROC_ENV, str(tmp_path / "prom"))  # restored after the test
     directory = metrics.prepare_directory()

@@ -80,6 +80,7 @@ def calls_without_session_implemented() -> bool:
 # promtool
 
 
+@pytest.mark.slow
 def test_promtool_check_rules_accepts_the_prometheusrule(tmp_path):
     checked = subprocess.run([tool("promtool"), "check", "rules", str(write_rules(tmp_path))],
                              capture_output=True, text=True, timeout=60)
@@ -87,6 +88,7 @@ def test_promtool_check_rules_accepts_the_prometheusrule(tmp_path):
     assert f"SUCCESS: {sum(len(g['rules']) for g in rule_groups()['groups'])} rules found" in checked.stdout
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_of_every_alert_pass(tmp_path):
     tested = promtool_test(tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
@@ -109,6 +111,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test():
     ("PolicyExtenderSessionsNeverClosed", ('event=~"expired|replaced"', 'event="expired"')),
     ("PolicyExtenderPolicyReloadFailing", ("== 0", "== 2")),
 ])
+@pytest.mark.slow
 def test_the_unit_tests_catch_a_broken_rule(tmp_path, alert, broken):
     groups = rule_groups()
     (rule,) = [r for g in groups["groups"] for r in g["rules"] if r.get("alert") == alert]

@@ -132,6 +132,7 @@ def manifest_redis(tmp_path):
         process.wait(20)
 
 
+@pytest.mark.slow
 def test_the_manifest_command_starts_a_redis_that_needs_the_password_and_saves_nothing(manifest_redis):
     port, password, client, directory = manifest_redis
     with pytest.raises(redis.AuthenticationError):
@@ -146,6 +147,7 @@ def test_the_manifest_command_starts_a_redis_that_needs_the_password_and_saves_n
     assert password in conf.read_text()
 
 
+@pytest.mark.slow
 def test_the_session_store_works_through_the_secret_url(manifest_redis):
     port, password, _, _ = manifest_redis
     from policy_extender.session.factory import open_store

@@ -5,6 +5,8 @@ import os
 import threading
 import uuid
 
+import pytest
+
 from policy_extender import logs
 
 
@@ -38,6 +40,7 @@ def in_a_forked_child(fn) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_forked_workers_draw_other_ids_than_their_parent_and_each_other():
     draw = lambda: " ".join(logs.new_request_id() for _ in range(200))  # noqa: E731
     logs.new_request_id()  # the parent holds a drawn batch when it forks, as gunicorn's master may

@@ -297,6 +297,7 @@ def test_bad_input_says_where_and_what(text, expected):
 # the command line
 
 
+@pytest.mark.slow
 def test_cli_reads_stdin_and_prints_the_merged_conf():
     done = volcano_cli("-", "--url-prefix", "http://policy-extender.volcano-system.svc:8713", stdin=VOLCANO_DEFAULT)
     assert done.returncode == 0, done.stderr
@@ -306,6 +307,7 @@ def test_cli_reads_stdin_and_prints_the_merged_conf():
     assert "note: actions has no preempt or reclaim" in done.stderr
 
 
+@pytest.mark.slow
 def test_cli_merge_option_and_refusal_exit_2(tmp_path):
     path = tmp_path / "current.conf"
     path.write_text(VOLCANO_CI)
@@ -319,6 +321,7 @@ def test_cli_merge_option_and_refusal_exit_2(tmp_path):
     assert replaced.returncode == 0 and replaced.stdout == first.stdout
 
 
+@pytest.mark.slow
 def test_cli_errors_exit_2(tmp_path):
     assert "cannot read" in volcano_cli(str(tmp_path / "missing.conf")).stderr
     assert volcano_cli(str(tmp_path / "missing.conf")).returncode == 2

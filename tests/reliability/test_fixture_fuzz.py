@@ -4,9 +4,12 @@ runner and no case errors with "internal error" (docs/reliability.md, "Found and
 
 from __future__ import annotations
 
+import pytest
+
 from tests.tools import fixture_fuzz
 
 
+@pytest.mark.slow
 def test_mutated_fixtures_error_where_the_value_is_never_internally():
     outcomes, failures = fixture_fuzz.run(150, seed=1)
     assert not failures, [(f["file"], f["message"]) for f in failures[:3]]

@@ -35,12 +35,14 @@ def test_token_streams(text):
 
 @PROFILE
 @given(strategies.trees())
+@pytest.mark.slow
 def test_syntax_trees_rendered_to_text(text):
     compile_and_evaluate(text)
 
 
 @PROFILE
 @given(strategies.mutated_policies())
+@pytest.mark.slow
 def test_mutated_example_policies(text):
     compile_and_evaluate(text)
 
@@ -57,6 +59,7 @@ NESTINGS = [("(", ")"), ("1 + (", ")"), ("-", ""), ("[", "]"), ("not ", ""), ("l
 
 @pytest.mark.parametrize("depth", [101, 5_000, 60_000])
 @pytest.mark.parametrize("opening,closing", NESTINGS)
+@pytest.mark.slow
 def test_very_deep_nesting_is_a_clean_error(depth, opening, closing):
     started = time.monotonic()
     with pytest.raises(PolicyError) as caught:

@@ -26,6 +26,7 @@ def test_number_of_a_huge_exponent_is_null_not_a_decimal_overflow():
     evaluate_in_and_out_of_session(policy)  # raised decimal.Overflow before the fix
 
 
+@pytest.mark.slow
 def test_nested_aggregates_are_bounded_by_the_evaluation_work_budget():
     source = doubled_string(12) + '\nfilter a: sum(sum(1 for y in split(s12, "")) for x in split(s12, "")) > 0\n'
     policy = compile_sources({"a.policy": source})
@@ -38,6 +39,7 @@ def test_nested_aggregates_are_bounded_by_the_evaluation_work_budget():
                                     "or list operations inside one); limit 1000000")
 
 
+@pytest.mark.slow
 def test_membership_tests_inside_an_aggregate_count_against_the_budget():
     source = doubled_string(14) + '\nlet l = split(s14, "")\nfilter a: count(x for x in l if "b" in l) == 0\n'
     policy = compile_sources({"a.policy": source})

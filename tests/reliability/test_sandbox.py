@@ -96,6 +96,7 @@ BOUNDED = [  # (attack, policy text, code, message)
 
 
 @pytest.mark.parametrize("attack,text,code,message", BOUNDED, ids=[r[0] for r in BOUNDED])
+@pytest.mark.slow
 def test_bounded_at_run_time(attack, text, code, message):
     policy = compile_sources({"attack.policy": text + "\n"})
     started = time.monotonic()
@@ -113,6 +114,7 @@ def node_with_tasks(count: int) -> bytes:
     return json.dumps(body).encode()
 
 
+@pytest.mark.slow
 def test_an_aggregate_over_a_node_with_200k_tasks_is_bounded():
     policy = compile_sources({"a.policy": "filter a: count(t for t in node.tasks if t.priority > 3) < 5\n"})
     request = decode.decode_predicate(node_with_tasks(200_000), policy.reads)

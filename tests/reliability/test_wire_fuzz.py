@@ -13,6 +13,7 @@ from tests.tools import wire_fuzz
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.slow
 def test_mutated_bodies_get_json_answers_and_no_500(seed):
     logging.disable(logging.CRITICAL)
     try:

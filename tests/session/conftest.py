@@ -14,7 +14,8 @@ import redis
 from policy_extender.session.redis import RedisStore
 from policy_extender.session.sqlite import SqliteStore
 
-STORE_KINDS = ("sqlite", "redis")
+#: redis is marked slow: it needs the redis-server this module starts (the fast loop has no server).
+STORE_KINDS = ("sqlite", pytest.param("redis", marks=pytest.mark.slow))
 
 
 def _free_port() -> int:

@@ -51,6 +51,7 @@ def other_process(tmp_path):
         process.join(30)
 
 
+@pytest.mark.slow
 def test_every_commit_of_another_process_is_seen_at_once(other_process):
     path, start = other_process
     run = start()
@@ -67,6 +68,7 @@ def test_every_commit_of_another_process_is_seen_at_once(other_process):
     assert watch.head() is None and cache.env().open is False
 
 
+@pytest.mark.slow
 def test_unchanged_database_is_not_queried_again(other_process):
     path, start = other_process
     start()("open")
@@ -95,6 +97,7 @@ def test_a_move_to_a_replaced_file_is_seen_at_once(tmp_path):
     assert watch.head().session_id == opened
 
 
+@pytest.mark.slow
 def test_a_forked_child_queries_before_it_answers_from_the_header(tmp_path):
     """A forked worker inherits the watch and its map, but not its parent's locks: its first
     head() queries (so its own connection holds the file open) before it trusts the header."""
@@ -125,6 +128,7 @@ def in_forked_child(run) -> str:
     return answer
 
 
+@pytest.mark.slow
 def test_a_session_expires_without_any_commit(other_process):
     path, start = other_process
     start(ttl=0.4)("open")
@@ -173,6 +177,7 @@ def counting_watch(cache: SessionCache) -> list[int]:
     return calls
 
 
+@pytest.mark.slow
 def test_the_cache_gives_its_env_again_until_another_process_commits(other_process):
     path, start = other_process
     run = start()
@@ -209,6 +214,7 @@ def test_the_cache_reads_a_replaced_file_at_once(tmp_path):
     assert cache.env().head.session_id == opened
 
 
+@pytest.mark.slow
 def test_a_forked_child_reads_through_the_watch_before_it_answers_from_the_kept_env(tmp_path):
     store = SqliteStore(str(tmp_path / "s.sqlite3"))
     cache = SessionCache(store)
@@ -218,6 +224,7 @@ def test_a_forked_child_reads_through_the_watch_before_it_answers_from_the_kept_
     assert in_forked_child(lambda: f"{cache.env().head.session_id == opened} {calls[0]}") == "True 1"
 
 
+@pytest.mark.slow
 def test_the_cache_sees_a_session_expire_without_any_commit(other_process):
     path, start = other_process
     start(ttl=0.4)("open")

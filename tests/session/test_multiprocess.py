@@ -13,6 +13,9 @@ from policy_extender.session.counts import count
 
 from .cluster import JOBS, SOURCES, Plan, decode_snapshot, encode_snapshot, expected_records, run_processes
 
+# Every test starts processes (fork and spawn).
+pytestmark = pytest.mark.slow
+
 START_METHODS = ("fork", "spawn")
 PLAN = Plan()
 

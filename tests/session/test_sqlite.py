@@ -39,6 +39,7 @@ def _start_and_write(path: str, index: int, results) -> None:
         results.put(repr(exc))
 
 
+@pytest.mark.slow
 def test_many_workers_starting_on_a_fresh_file_all_succeed(tmp_path):
     """Switching a fresh file to WAL does not wait on the busy timeout; 16 workers racing to
     do it once failed with "database is locked" now and then."""

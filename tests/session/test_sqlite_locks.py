@@ -101,6 +101,7 @@ def open_session(path: str, result) -> None:
     result.put(SqliteStore(path).open(SNAPSHOT, "v1", {}))
 
 
+@pytest.mark.slow
 def test_a_new_process_opening_the_store_does_not_pull_the_wal_index_from_under_a_watcher(tmp_path):
     path = str(tmp_path / "s.sqlite3")
     result = SPAWN.Queue()
@@ -141,6 +142,7 @@ def try_write(path: str, result) -> None:
         result.put(str(exc))
 
 
+@pytest.mark.slow
 def test_a_write_transaction_keeps_its_lock_while_another_thread_first_reads_the_head(tmp_path):
     store = SqliteStore(str(tmp_path / "s.sqlite3"))
     session = store.open(SNAPSHOT, "v1", {})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 
+import pytest
 import redis
 
 from policy_extender.session.redis import RedisStore
@@ -34,6 +35,7 @@ def test_sqlite_keeps_only_the_open_sessions_version(tmp_path):
     assert store.policy_sources("v199") is not None
 
 
+@pytest.mark.slow
 def test_redis_sources_expire_with_the_sessions_that_pin_them(redis_url):
     prefix = "test-" + uuid.uuid4().hex
     store = RedisStore(redis_url, ttl_seconds=30, prefix=prefix)

@@ -161,6 +161,7 @@ def redis_store(redis_url):
     return RedisStore(redis_url, prefix="failover-" + uuid.uuid4().hex)
 
 
+@pytest.mark.slow
 def test_a_failover_that_lost_the_last_write_is_noticed_when_a_new_write_comes(redis_store):
     store = redis_store
     cache, events = None, []
@@ -177,6 +178,7 @@ def test_a_failover_that_lost_the_last_write_is_noticed_when_a_new_write_comes(r
     assert events == ["resynced"]
 
 
+@pytest.mark.slow
 def test_a_failover_that_lost_the_last_write_is_noticed_without_a_new_write(redis_store):
     store = redis_store
     cache = cache_of(store)

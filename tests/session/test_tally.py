@@ -24,14 +24,26 @@ REJECT = FilterDecision(False, 2, "zone (a.policy:1): zone b is drained", "zone"
 class BlockedStore:
     """A store whose writes hang until released, as a paused Redis does."""
 
+    #: every store made, released after its test: the tallies' exit flush must not hang on them
+    made: list[BlockedStore] = []
+
     def __init__(self) -> None:
         self.release = threading.Event()
         self.entered = threading.Event()
+        BlockedStore.made.append(self)
 
     def tally_merge(self, *args):
         self.entered.set()
         self.release.wait(30)
         return []
+
+
+@pytest.fixture(autouse=True)
+def release_blocked_stores():
+    yield
+    for store in BlockedStore.made:
+        store.release.set()
+    BlockedStore.made.clear()
 
 
 def test_recording_never_waits_for_the_store():

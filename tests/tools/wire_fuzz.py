@@ -3,7 +3,7 @@ verb through the verb handlers, with every bundled policy, in and out of a sessi
 ``--served``: the same kind of bodies (opens, predicates, prioritizes) to a real ``serve`` and to
 the handlers here, in the same order; every answer must be the same (``served_differences``).
 
-Each body is a real-shaped sample (``../shared/samples``) with 1-4 values at random paths replaced
+Each body is a real-shaped sample (``tests/samples``, the compact copy of ``../shared/samples``) with 1-4 values at random paths replaced
 by a value of another type or range (null, strings, quantities like ``"1e999999999"``, 2**70,
 1e308, lists, maps) or deleted, and one body in ten then truncated or with one byte replaced.
 Every 200th body is an onSessionOpen (every other one of them intact), so the rest run in and out
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = ROOT.parent / "shared" / "samples"
+SAMPLES = ROOT / "tests" / "samples"  # the repository's copy of ../shared/samples (tests/__init__.py)
 OPEN, CLOSE = "onSessionOpen", "onSessionClose"
 
 #: replacement values: other types, other ranges, quantities past what Kubernetes keeps

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from policy_extender import cli, config
 from policy_extender.commands import COMMANDS
 
@@ -25,6 +27,7 @@ def test_a_missing_command_module_is_skipped(monkeypatch):
     assert "serve" in parser.format_help() and "no_such_command" not in parser.format_help()
 
 
+@pytest.mark.slow
 def test_serve_has_a_flag_per_option_and_check_mode(tmp_path):
     parser = cli.build_parser()
     args = parser.parse_args(["serve", "--workers", "3", "--verbs", "predicate=customFilter"])
@@ -35,12 +38,14 @@ def test_serve_has_a_flag_per_option_and_check_mode(tmp_path):
         assert config.flag_name(option.name) in help_text
 
 
+@pytest.mark.slow
 def test_serve_check_reports_a_bad_config_with_status_2(tmp_path):
     result = subprocess.run([sys.executable, "-m", "policy_extender", "serve", "--workers", "x", "--check"],
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2 and "flag --workers" in result.stderr
 
 
+@pytest.mark.slow
 def test_no_command_prints_help_and_fails():
     result = subprocess.run([sys.executable, "-m", "policy_extender"], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2 and "COMMAND" in result.stderr

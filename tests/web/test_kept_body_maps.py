@@ -240,6 +240,7 @@ def _reader(sock, buffered: bytes):
     return SimpleNamespace(unreader=SimpleNamespace(buf=io.BytesIO(buffered), sock=sock), length=None)
 
 
+@pytest.mark.slow
 def test_a_mapped_body_read_whole_arrives_byte_for_byte_into_a_kept_map():
     import threading
 
@@ -259,6 +260,7 @@ def test_a_mapped_body_read_whole_arrives_byte_for_byte_into_a_kept_map():
     assert body[:] == data
 
 
+@pytest.mark.slow
 def test_a_mapped_body_that_stalls_is_cut_off_at_the_deadline():
     import time
 

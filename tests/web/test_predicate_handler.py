@@ -66,6 +66,7 @@ def gaps(service) -> list:
 
 @pytest.mark.parametrize("open_session", [True, False], ids=["in-a-session", "no-session"])
 @pytest.mark.parametrize("require_session", [False, True], ids=["lenient", "require-session"])
+@pytest.mark.slow
 def test_the_predicate_handler_is_the_generic_one_written_out(make_app, tmp_path, monkeypatch,
                                                               open_session, require_session):
     # no flush of the tallies while the calls run (on a loaded machine the two services'

@@ -463,6 +463,7 @@ def test_a_body_is_not_held_after_its_node_is_kept():
     assert counted(lambda: outcome(body)) == {"reused": 1, "decoded": 0, "whole": 0}
 
 
+@pytest.mark.slow
 def test_a_forked_worker_draws_its_own_seed_and_keeps_nothing_from_its_parent():
     import os
     outcome(body_of(SAMPLE["task"], SAMPLE["node"]))

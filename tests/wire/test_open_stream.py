@@ -92,6 +92,7 @@ def test_a_repeated_job_key_keeps_its_first_place_and_last_value(sample):
     assert b"renamed" in result
 
 
+@pytest.mark.slow
 def test_entry_starts_matched_inside_a_job_fall_back_to_the_whole_decode(sample):
     """A job carrying a map whose entries look like job entries: the piece cut there does not
     decode, the stream stops and the whole decoder answers (same snapshot)."""
@@ -175,6 +176,7 @@ def test_a_mapped_body_takes_the_kept_nodes_too(kept_cluster):
         assert stream.reused == 30 and buffer[:] == kept_cluster
 
 
+@pytest.mark.slow
 def test_changed_and_never_kept_nodes_are_checked_between_kept_ones(kept_cluster):
     """Nodes 3, 4 and 17 changed at the same length (one digit of their idle CPU), node 25 grew,
     node 8 is keyed by another name and node 9 by a key with an escape: each is checked (a
@@ -258,6 +260,7 @@ def one_byte_damages_decode_like_the_whole_decoder(good: bytes, first: int, last
         assert buffer == body
 
 
+@pytest.mark.slow
 def test_random_one_byte_damage_with_every_node_kept_never_changes_a_result_or_an_error(kept_cluster):
     """In the Nodes map, with every node kept by predicates."""
     one_byte_damages_decode_like_the_whole_decoder(kept_cluster, kept_cluster.index(b',"Nodes":{'),
@@ -312,6 +315,7 @@ def job_values(body: bytes) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("step,piece", [(1 << 20, 2 << 20), (65536, 256 << 10), (5000, 1)])
+@pytest.mark.slow
 def test_an_open_takes_the_jobs_the_workers_last_open_decoded(job_cluster, step, piece):
     first, stream = streamed(job_cluster, step, piece)
     assert first == whole(job_cluster) and stream.jobs_reused == 0
@@ -320,6 +324,7 @@ def test_an_open_takes_the_jobs_the_workers_last_open_decoded(job_cluster, step,
     assert stream.jobs_reused == 33, "every job, the last one closing the map"
 
 
+@pytest.mark.slow
 def test_changed_new_and_gone_jobs_are_decoded_and_the_rest_taken(job_cluster):
     """After an open, the next one has job 2 changed at the same length, job 5 grown, job 9 gone,
     a job added in front and job 20 keyed with an escape: the result is the whole decoder's and
@@ -380,6 +385,7 @@ def test_a_damaged_body_fails_like_the_whole_decoder_with_its_jobs_kept(job_clus
     assert again == whole(job_cluster) and stream.jobs_reused == 33, "a failed open replaced no kept job"
 
 
+@pytest.mark.slow
 def test_random_one_byte_damage_with_every_job_kept_never_changes_a_result_or_an_error(job_cluster):
     """In the Jobs map, each right after the undamaged body (so its jobs are kept)."""
     one_byte_damages_decode_like_the_whole_decoder(
@@ -398,6 +404,7 @@ def test_a_read_set_change_takes_no_kept_job(job_cluster):
     assert stream.jobs_reused == 0
 
 
+@pytest.mark.slow
 def test_a_forked_worker_keeps_no_job_of_its_parent(job_cluster):
     import os
     streamed(job_cluster, 1 << 20, 2 << 20)

@@ -40,6 +40,7 @@ def test_parse_quantity_caps_the_magnitude_as_kubernetes_does(text, value):
     assert got == value and type(got) is int
 
 
+@pytest.mark.slow
 def test_a_huge_exponent_is_never_expanded():
     """``10 ** 999999999`` took 207 s of CPU holding the GIL (a worker's threads all stalled until
     gunicorn killed it): parsed in a child process, which must be done well within 60 s."""

@@ -1,0 +1,109 @@
+"""The catalogue of error codes: every code a policy error (``Diagnostic``) or an evaluation
+error (``EvalError``) carries, with a title, what it means and how to fix it.
+
+Code that raises an error names it from here (``codes.E201``), never as a string literal;
+tests/lang/test_codes.py fails on a code used but not catalogued, on a catalogued code no code
+uses, and on a code without a golden case in tests/lang/cases. docs/language.md shows this
+table (generated: ``python -m policy_extender.lang.reference --write docs/language.md``).
+
+Families: E0xx reading, E1xx syntax, E2xx names and fields, E3xx types, E4xx rule structure,
+E5xx bounds (E50x at load time, E51x at evaluation time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str
+    title: str
+    meaning: str
+    hint: str
+
+
+#: Every code, in order.
+CATALOGUE: dict[str, Code] = {}
+
+
+def _code(code: str, title: str, meaning: str, hint: str) -> str:
+    CATALOGUE[code] = Code(code, title, meaning, hint)
+    return code
+
+
+E000 = _code("E000", "cannot read", "a policy file or directory cannot be read (a file that is not "
+             "UTF-8, say); reported by `check`", "the message says what to fix")
+
+E101 = _code("E101", "syntax error", "the text is not a statement of the language: an unexpected "
+             "token, an incomplete statement, `=` for `==`, chained comparisons",
+             "the message or its hint names what was expected")
+E102 = _code("E102", "bad character or string", "a character no token starts with, or a string "
+             "not closed on its line", "close the string with its quote on the same line")
+E103 = _code("E103", "unknown escape", "a backslash escape a string does not know",
+             "the error's own hint lists the escapes a string knows")
+E104 = _code("E104", "no such operator", "an operator the language does not have (`**`)",
+             "multiply explicitly: x * x")
+E107 = _code("E107", "bad reason template", "a `{` or `}` of a reason template that opens or "
+             "closes no hole", "write {{ and }} for literal braces")
+
+E201 = _code("E201", "unknown field", "a field the object does not have, or a resource key "
+             "that could only ever read 0 (`[\"gpumem\"]` for `[\"nvidia.com/gpumem\"]`)", "the message suggests the closest field; docs/language.md lists them")
+E202 = _code("E202", "unknown name", "a name that is neither a context name, a `let`, a "
+             "shorthand nor an aggregate's variable", "the hint lists the names of that rule kind")
+E203 = _code("E203", "unknown function", "a call of a function that is not a builtin",
+             "docs/language.md lists every builtin")
+E204 = _code("E204", "name defined twice", "a `let` of a name already defined, or one that "
+             "would hide a context name or shorthand", "rename the let")
+
+E301 = _code("E301", "wrong operand type", "an operator, a field read or `for` applied to a "
+             "value of a type it does not take", "the message says which type was found")
+E302 = _code("E302", "comparison that is always false", "a comparison or membership test "
+             "between types that never match (a label string with a number)",
+             "convert with number(...) or string(...)")
+E303 = _code("E303", "bool needed", "`and`, `or`, `not`, `if` or a filter condition given "
+             "something that is not a bool", "compare it to get a bool")
+E304 = _code("E304", "types differ", "the elements of a list, or the branches of `if`, have "
+             "different types", "convert them to one type")
+E305 = _code("E305", "wrong rule type", "a rule's expression is not of the type its kind needs "
+             "(a bool for a filter, a number for a score)", "docs/language.md lists each kind's type")
+E306 = _code("E306", "wrong argument", "an argument of a builtin of the wrong type, or one that "
+             "must be a literal and is not", "the hint gives the builtin's signature")
+E307 = _code("E307", "wrong number of arguments", "a builtin called with too few or too many "
+             "arguments", "the hint gives the builtin's signature")
+E308 = _code("E308", "invalid regex", "the pattern of matches() does not compile",
+             "the message quotes the regex engine's error")
+E309 = _code("E309", "bad index", "`[...]` on a value that cannot be indexed, or with a key of "
+             "the wrong type", "maps take strings, lists take numbers")
+
+E401 = _code("E401", "name not available here", "a name that a rule of this kind does not "
+             "have (`node` in an enqueue rule)", "the hint lists the names of that rule kind")
+E402 = _code("E402", "rule name used twice", "two rules with one name, in one file or two",
+             "rule names are unique across all policy files")
+E403 = _code("E403", "modifier does not apply", "a modifier that this kind of rule does not "
+             "take (`weight` on a filter)", "the hint says which kinds take it")
+E404 = _code("E404", "modifier given twice", "one modifier twice on one rule",
+             "keep one of them")
+E405 = _code("E405", "misplaced file guard", "a second guard in a file, or a guard after the "
+             "first rule", "one guard per file, before its rules")
+E406 = _code("E406", "bad normalize range", "`normalize LOW to HIGH` with LOW not below HIGH",
+             "swap the bounds")
+E407 = _code("E407", "file name twice", "two policy directories hold a file of the same name",
+             "rename one of the files: a policy file is known by its name")
+E408 = _code("E408", "misplaced audit", "the file-wide `audit` given twice, after the first "
+             "rule, or repeated on a rule of an audited file", "one `audit` line, before the rules")
+
+E501 = _code("E501", "file too large", "a policy file over 256 KiB", "split it into several files")
+E502 = _code("E502", "nested too deep", "an expression nested more than 100 levels deep",
+             "name parts of it with let")
+E503 = _code("E503", "number literal out of range", "a number literal beyond 2^63",
+             "use a smaller number")
+E504 = _code("E504", "regex can backtrack", "a matches() pattern whose repeats can backtrack "
+             "catastrophically or polynomially", "anchor it with ^, bound its repeats ({1,63}) or use fewer of them")
+E510 = _code("E510", "number out of range", "evaluation produced a number beyond 2^63",
+             "the rule errs for this input; bound the arithmetic")
+E511 = _code("E511", "result too long", "evaluation built a string or list longer than 65536",
+             "the rule errs for this input; build less")
+E512 = _code("E512", "evaluation too large", "an aggregate over more than 100000 elements, or "
+             "one evaluation visiting more than 1000000 in all",
+             "the rule errs for this input; aggregate over less")
