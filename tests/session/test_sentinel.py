@@ -50,6 +50,7 @@ def test_a_malformed_sentinel_address_is_refused_at_start(url, says):
 # -- WAIT without replicas ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_write_no_replica_acknowledged_is_unavailable_not_answered(redis_url):
     store = RedisStore(redis_url, prefix="wait-" + uuid.uuid4().hex, wait_replicas=1, wait_timeout=0.05)
     with pytest.raises(StoreUnavailable, match="acknowledged by 0 of the 1 replicas"):
@@ -59,6 +60,7 @@ def test_a_write_no_replica_acknowledged_is_unavailable_not_answered(redis_url):
         store.allocate(session_id, "t1", record("t1"))
 
 
+@pytest.mark.slow
 def test_an_unreachable_redis_is_unavailable():
     store = RedisStore("redis://127.0.0.1:1/0", prefix="gone-" + uuid.uuid4().hex)
     with pytest.raises(StoreUnavailable, match="ConnectionError"):
