@@ -154,22 +154,16 @@ func (p *Proxy) failStatus(verb string) int {
 }
 
 // Calls is how often each verb was called.
-func (p *Proxy) Calls() map[string]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range p.calls {
-		out[k] = v
-	}
-	return out
-}
+func (p *Proxy) Calls() map[string]int { return p.copyOf(p.calls) }
 
 // Failures is how many calls of each verb got no 200 from the service.
-func (p *Proxy) Failures() map[string]int {
+func (p *Proxy) Failures() map[string]int { return p.copyOf(p.failures) }
+
+func (p *Proxy) copyOf(counts map[string]int) map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]int{}
-	for k, v := range p.failures {
+	for k, v := range counts {
 		out[k] = v
 	}
 	return out
