@@ -175,5 +175,3 @@ func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "e2e-volcano:", err)
 	os.Exit(2)
 }
-
-func itoa(n int) string { return fmt.Sprint(n) }

@@ -191,7 +191,7 @@ func formatCounts(counts map[string]int) string {
 	sort.Strings(verbs)
 	var parts []string
 	for _, v := range verbs {
-		parts = append(parts, v+" "+itoa(counts[v]))
+		parts = append(parts, fmt.Sprintf("%s %d", v, counts[v]))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -112,20 +112,26 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 	ssn := framework.OpenSession(sc, tiers, configurations)
 	out := &Outcome{Pipelined: map[string]string{}, Phases: map[string]string{}}
 	out.Panic = runActions(ssn, actions)
-	if out.Panic != "" {
-		waitSettled(func() int { return binder.Length() + evictor.Length() })
-		out.Binds = binder.Binds()
-		out.Evictions = evictor.Evicts()
-		return out, nil
+	if out.Panic == "" { // a scheduler that panicked closes no session
+		closeAndRead(ssn, out, jobNames)
+		out.Elapsed = time.Since(start)
 	}
+	waitSettled(func() int { return binder.Length() + evictor.Length() })
+	out.Binds = binder.Binds()
+	out.Evictions = evictor.Evicts()
+	return out, nil
+}
+
+// closeAndRead closes the session as the scheduler does (which updates every PodGroup's
+// status) and reads the pipelined tasks before and the PodGroup phases after.
+func closeAndRead(ssn *framework.Session, out *Outcome, jobNames map[string]string) {
 	jobs := ssn.Jobs
 	for _, job := range jobs {
 		for _, task := range job.TaskStatusIndex[api.Pipelined] {
 			out.Pipelined[task.Namespace+"/"+task.Name] = task.NodeName
 		}
 	}
-	framework.CloseSession(ssn) // updates every PodGroup's status, as the scheduler does
-	out.Elapsed = time.Since(start)
+	framework.CloseSession(ssn)
 	for _, job := range jobs {
 		if job.PodGroup == nil {
 			continue
@@ -136,10 +142,6 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 		}
 		out.Phases[name] = string(job.PodGroup.Status.Phase)
 	}
-	waitSettled(func() int { return binder.Length() + evictor.Length() })
-	out.Binds = binder.Binds()
-	out.Evictions = evictor.Evicts()
-	return out, nil
 }
 
 // runActions runs every action on the session and returns the message of a panic in one of
