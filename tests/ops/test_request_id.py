@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from policy_extender import logs
+from tests.forking import in_forked_child
 
 
 def test_generated_ids_are_uuid4_hex_and_distinct():
@@ -24,27 +25,11 @@ def test_a_sane_caller_id_is_kept_and_an_insane_one_replaced():
     assert replaced != "has space" and uuid.UUID(hex=replaced).version == 4
 
 
-def in_a_forked_child(fn) -> str:
-    """``fn()`` run in a child made by ``os.fork`` (as gunicorn makes its workers); its text."""
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:
-        try:
-            os.write(write, fn().encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        text = pipe.read().decode()
-    os.waitpid(child, 0)
-    return text
-
-
 @pytest.mark.slow
 def test_forked_workers_draw_other_ids_than_their_parent_and_each_other():
     draw = lambda: " ".join(logs.new_request_id() for _ in range(200))  # noqa: E731
     logs.new_request_id()  # the parent holds a drawn batch when it forks, as gunicorn's master may
-    first, second = in_a_forked_child(draw).split(), in_a_forked_child(draw).split()
+    first, second = in_forked_child(draw).split(), in_forked_child(draw).split()
     mine = draw().split()
     assert len(first) == len(second) == 200
     assert not set(first) & set(mine) and not set(second) & set(mine) and not set(first) & set(second)

@@ -13,6 +13,7 @@ from policy_extender.session.allocation import AllocationRecord, encode_allocati
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.head_watch import HeadWatch, watch_for
 from policy_extender.session.sqlite import SqliteStore
+from tests.forking import in_forked_child
 
 SPAWN = multiprocessing.get_context("spawn")
 SNAPSHOT = b"\x82\xa4Jobs\x80\xa6Queues\x80"  # msgpack {"Jobs": {}, "Queues": {}}
@@ -110,22 +111,6 @@ def test_a_forked_child_queries_before_it_answers_from_the_header(tmp_path):
         before = watch.queries
         return f"{watch.head().session_id == opened} {watch.queries - before}"
     assert in_forked_child(child) == "True 1"
-
-
-def in_forked_child(run) -> str:
-    """What ``run()`` returns in a forked child of this process."""
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:
-        try:
-            os.write(write, run().encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        answer = pipe.read()
-    os.waitpid(child, 0)
-    return answer
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from bench.generate import Bodies, Cluster, ClusterSpec
 from policy_extender.errors import WireError
 from policy_extender.policyset.compile import compile_sources, load_directories
 from policy_extender.wire import decode, node_reuse
+from tests.forking import in_forked_child
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = load_directories([ROOT / "bench" / "policies"]).reads
@@ -465,16 +466,8 @@ def test_a_body_is_not_held_after_its_node_is_kept():
 
 @pytest.mark.slow
 def test_a_forked_worker_draws_its_own_seed_and_keeps_nothing_from_its_parent():
-    import os
     outcome(body_of(SAMPLE["task"], SAMPLE["node"]))
     assert node_reuse._kept.nodes
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report and leave at once
-        os.write(write, orjson.dumps([node_reuse._seed, len(node_reuse._kept.nodes)]))
-        os._exit(0)
-    os.close(write)
-    child_seed, child_kept = orjson.loads(os.read(read, 4096))
-    os.close(read)
-    os.waitpid(pid, 0)
+    report = lambda: orjson.dumps([node_reuse._seed, len(node_reuse._kept.nodes)]).decode()  # noqa: E731
+    child_seed, child_kept = orjson.loads(in_forked_child(report))
     assert child_seed != node_reuse._seed and child_kept == 0

@@ -13,6 +13,7 @@ from bench.generate import Cluster, ClusterSpec, write_snapshot
 from policy_extender.policyset.compile import load_directories
 from policy_extender.wire import arriving, open_stream, snapshot
 from tests.wire.streams import assert_fails_like_the_whole_decoder, error_of
+from tests.forking import in_forked_child
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = load_directories([ROOT / "bench" / "policies"]).reads
@@ -406,18 +407,9 @@ def test_a_read_set_change_takes_no_kept_job(job_cluster):
 
 @pytest.mark.slow
 def test_a_forked_worker_keeps_no_job_of_its_parent(job_cluster):
-    import os
     streamed(job_cluster, 1 << 20, 2 << 20)
     assert open_stream._kept_jobs.entries
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.write(write, str(len(open_stream._kept_jobs.entries)).encode())
-        os._exit(0)
-    os.close(write)
-    kept_in_child = int(os.read(read, 64))
-    os.close(read)
-    os.waitpid(pid, 0)
+    kept_in_child = int(in_forked_child(lambda: str(len(open_stream._kept_jobs.entries))))
     assert kept_in_child == 0
 
 
