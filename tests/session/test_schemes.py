@@ -173,11 +173,10 @@ def test_a_kind_removed_from_the_registry_is_refused_by_both(monkeypatch):
         load({"session_store": "redis://127.0.0.1:1/0"}, {})
 
 
-def test_the_longest_prefix_decides():
-    longer = StoreScheme("longer", ("redis+sentinel://x",), "redis+sentinel://x", "m:C")
+def test_the_longest_matching_prefix_decides(monkeypatch):
     assert scheme_of("redis://h/0").name == "redis"
     assert scheme_of("redis+sentinel://h/m").name == "redis+sentinel"
-    store_url_schemes = (SCHEMES[0], longer) + SCHEMES[1:]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store_url, "SCHEMES", store_url_schemes)
-        assert scheme_of("redis+sentinel://x:1/m").name == "longer"
+    narrower = StoreScheme("narrower", ("redis+sentinel://only-here",), "redis+sentinel://only-here", "m:C")
+    monkeypatch.setattr(store_url, "SCHEMES", SCHEMES + (narrower,))  # listed last, still chosen
+    assert scheme_of("redis+sentinel://only-here:1/m").name == "narrower"
+    assert scheme_of("redis+sentinel://elsewhere:1/m").name == "redis+sentinel"
