@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from policy_extender.decide.names import ON_SESSION_OPEN, PRIORITIZE, VERB_KINDS
-from policy_extender.store_url import FORM as SENTINEL_FORM, SCHEME as SENTINEL_SCHEME, parse_sentinel_url
+from policy_extender.store_url import scheme_of
 
 ENV_PREFIX = "POLICY_EXTENDER_"
 
@@ -154,12 +154,10 @@ def parse_choice(*choices: str) -> Callable[[Any], str]:
 
 
 def parse_store(value: Any) -> str:
+    """A setting of a kind store_url.SCHEMES lists, checked there (a malformed Sentinel address
+    fails at start, naming what is wrong); session/factory.py opens it through the same registry."""
     text = str(value)
-    if text.startswith(SENTINEL_SCHEME):
-        parse_sentinel_url(text)  # a malformed address fails at start, naming what is wrong
-        return text
-    if not (text.startswith("sqlite:") or text.startswith(("redis://", "rediss://", "unix://"))):
-        raise ValueError(f"expected sqlite:PATH, redis://HOST:PORT/DB or {SENTINEL_FORM}, got {value!r}")
+    scheme_of(text)
     return text
 
 

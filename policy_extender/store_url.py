@@ -1,5 +1,14 @@
-"""The Sentinel form of ``--session-store``, parsed without importing redis-py (config.py checks it
-at start, session/redis.py connects with it).
+"""The ``--session-store`` setting, read without importing any store: the scheme registry (which
+kind of store a setting names) and the Sentinel address. config.py checks the setting with it at
+start, session/factory.py opens the store it names, and tests/session runs the store contract
+suite against every kind it lists.
+
+``SCHEMES`` is the one list of store kinds. Each names its store class as ``module:Class``,
+imported only when a setting names it: a SQLite deployment never imports redis-py (120 ms and its
+memory in every worker, measured with ``python -X importtime``), and this bottom-layer module
+imports no store.
+
+The Sentinel form:
 
 ``redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB][?sentinel_password=P]``
 
@@ -16,6 +25,7 @@ Example: ``redis+sentinel://:s3cret@redis-sentinel.volcano-system.svc:26379/myma
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 from urllib.parse import parse_qs, unquote
 
 SCHEME = "redis+sentinel://"
@@ -74,3 +84,49 @@ def _host_port(text: str, url: str) -> tuple[str, int]:
     if port and not port.isdigit():
         raise ValueError(f"{url!r}: a sentinel's port must be a number, got {port!r}")
     return host, int(port) if port else DEFAULT_PORT
+
+
+# -- the scheme registry -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreScheme:
+    """One kind of session store: the settings that name it and the class that serves it."""
+
+    #: the kind's name (the contract suite in tests/session is parametrized by it)
+    name: str
+    #: what a setting of this kind starts with
+    prefixes: tuple[str, ...]
+    #: the setting's form, as the message refusing an unknown setting shows it
+    form: str
+    #: ``module:Class`` of the store, a ``session.store.SessionStore``; imported only when a
+    #: setting names this kind (session/factory.py)
+    store: str
+    #: checks a setting of this kind without importing the store (ValueError naming what is
+    #: wrong), so a malformed address fails at start; None: the store's client checks it
+    check: Callable[[str], object] | None = None
+
+
+#: Every kind of session store, in the order the refusal of an unknown setting lists them.
+SCHEMES: tuple[StoreScheme, ...] = (
+    StoreScheme("sqlite", ("sqlite:",), "sqlite:PATH", "policy_extender.session.sqlite:SqliteStore"),
+    StoreScheme("redis", ("redis://", "rediss://", "unix://"), "redis://HOST:PORT/DB",
+                "policy_extender.session.redis:RedisStore"),
+    StoreScheme("redis+sentinel", (SCHEME,), FORM, "policy_extender.session.redis:SentinelStore",
+                parse_sentinel_url),
+)
+
+
+def scheme_of(setting: str) -> StoreScheme:
+    """The kind of store ``setting`` names (the longest prefix that matches), the setting
+    checked; ValueError saying what is wrong or listing every form the registry knows."""
+    found = [(len(prefix), scheme) for scheme in SCHEMES for prefix in scheme.prefixes
+             if setting.startswith(prefix)]
+    if not found:
+        *others, last = [scheme.form for scheme in SCHEMES]
+        listed = f"{', '.join(others)} or {last}" if others else last
+        raise ValueError(f"expected {listed}, got {setting!r}")
+    scheme = max(found, key=lambda match: match[0])[1]
+    if scheme.check is not None:
+        scheme.check(setting)
+    return scheme

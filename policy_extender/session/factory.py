@@ -1,30 +1,27 @@
-"""Turn the ``--session-store`` setting into a store: ``sqlite:[PATH]``, ``redis://...`` or
-``redis+sentinel://...``."""
+"""Turn the ``--session-store`` setting into a store, through the scheme registry
+(``store_url.SCHEMES``: ``sqlite:[PATH]``, ``redis://...``, ``rediss://...``, ``unix://...``,
+``redis+sentinel://...``) that config.py checks the setting with."""
 
 from __future__ import annotations
 
-from policy_extender.store_url import SCHEME as SENTINEL_SCHEME
-from policy_extender.session.store import DEFAULT_TTL_SECONDS, SessionStore
+import importlib
+from typing import cast
+
+from policy_extender.session.store import DEFAULT_TTL_SECONDS, SessionStore, StoreOptions
+from policy_extender.store_url import StoreScheme, scheme_of
 
 
-def open_store(spec: str, ttl_seconds: float = DEFAULT_TTL_SECONDS,
+def open_store(setting: str, ttl_seconds: float = DEFAULT_TTL_SECONDS,
                redis_timeout: float | None = None, redis_wait_replicas: int = 0,
                redis_wait_timeout: float | None = None) -> SessionStore:
-    """``sqlite:`` (default file), ``sqlite:/path/file``, ``redis://host:port/db``, ``rediss://``,
-    or ``redis+sentinel://host:port,host:port/master/db`` (store_url.py)."""
-    # Each store is imported only when named: a SQLite deployment never imports redis-py
-    # (120 ms and its memory in every worker, measured with ``python -X importtime``).
-    if spec.startswith("sqlite:"):
-        from policy_extender.session.sqlite import SqliteStore
-        return SqliteStore(spec[len("sqlite:"):] or None, ttl_seconds=ttl_seconds)
-    if spec.startswith(("redis://", "rediss://", "unix://", SENTINEL_SCHEME)):
-        from policy_extender.session.redis import (DEFAULT_TIMEOUT, DEFAULT_WAIT_TIMEOUT, RedisStore,
-                                                   SentinelStore)
-        kind = SentinelStore if spec.startswith(SENTINEL_SCHEME) else RedisStore
-        return kind(spec, ttl_seconds=ttl_seconds,
-                    timeout=DEFAULT_TIMEOUT if redis_timeout is None else redis_timeout,
-                    wait_replicas=redis_wait_replicas,
-                    wait_timeout=DEFAULT_WAIT_TIMEOUT if redis_wait_timeout is None else redis_wait_timeout)
-    raise ValueError(f"session store {spec!r}: expected `sqlite:PATH`, `sqlite:` for the default "
-                     "file, a `redis://HOST:PORT/DB` URL or a "
-                     "`redis+sentinel://HOST:PORT,HOST:PORT/MASTER/DB` address")
+    """The store ``setting`` names, opened with the options given (None: the store's default);
+    ValueError, listing the forms known, for a setting no registered kind takes."""
+    options = StoreOptions(ttl_seconds, redis_timeout, redis_wait_replicas, redis_wait_timeout)
+    return store_class(scheme_of(setting)).from_setting(setting, options)
+
+
+def store_class(scheme: StoreScheme) -> type[SessionStore]:
+    """The class of a registered kind, imported now: only the kind a setting names is ever
+    imported (a SQLite deployment never imports redis-py)."""
+    module, _, name = scheme.store.partition(":")
+    return cast("type[SessionStore]", getattr(importlib.import_module(module), name))

@@ -59,7 +59,7 @@ import redis
 import redis.sentinel
 
 from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
-                                           SessionCounts, SessionLost, StoreUnavailable,
+                                           SessionCounts, SessionLost, StoreOptions, StoreUnavailable,
                                            new_session_id, new_tip)
 from policy_extender.store_url import parse_sentinel_url
 
@@ -207,7 +207,8 @@ UNAVAILABLE = _Unavailable()
 
 
 class RedisStore:
-    """The session store in Redis (see the module docstring)."""
+    """The session store in Redis (see the module docstring); a ``session.store.SessionStore``,
+    whose docstrings say what each method does."""
 
     def __init__(self, url: str, ttl_seconds: float = DEFAULT_TTL_SECONDS,
                  prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT,
@@ -228,6 +229,16 @@ class RedisStore:
         self._close = bulk.register_script(_CLOSE)
         self._event = self._writes.register_script(_EVENT)
         self._tally_merge = self._redis.register_script(_TALLY_MERGE)
+
+    @classmethod
+    def from_setting(cls, setting: str, options: StoreOptions) -> RedisStore:
+        """A ``redis://``, ``rediss://`` or ``unix://`` URL (redis-py's forms), or for
+        SentinelStore a ``redis+sentinel://`` address (store_url.py)."""
+        return cls(setting, ttl_seconds=options.ttl_seconds,
+                   timeout=DEFAULT_TIMEOUT if options.redis_timeout is None else options.redis_timeout,
+                   wait_replicas=options.redis_wait_replicas,
+                   wait_timeout=(DEFAULT_WAIT_TIMEOUT if options.redis_wait_timeout is None
+                                 else options.redis_wait_timeout))
 
     def _client(self, read_timeout: float) -> redis.Redis:
         """A client (its own pool) whose answers may take ``read_timeout`` seconds."""
@@ -338,7 +349,7 @@ class RedisStore:
                                    "could lose it")
         return result
 
-    # -- the decision tally (session/tally.py; SqliteStore has the same methods) --------------
+    # -- the decision tally (session/tally.py) ----------------------------------------------
 
     def tally_merge(self, cycle_id: str, opened_at: float, counts: dict[str, int],
                     firsts: dict[str, str], lasts: dict[str, str], dropped: int, keep: int,

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from policy_extender.instance import STORE_FILE as DEFAULT_FILE_NAME
 from policy_extender.instance import process_runtime_dir
 from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, SessionCounts,
-                                           new_session_id, new_tip)
+                                           StoreOptions, new_session_id, new_tip)
 
 log = logging.getLogger("policy_extender.session")
 
@@ -81,7 +81,8 @@ def default_path() -> str:
 
 
 class SqliteStore:
-    """The session store in one SQLite file (see the module docstring)."""
+    """The session store in one SQLite file (see the module docstring); a
+    ``session.store.SessionStore``, whose docstrings say what each method does."""
 
     def __init__(self, path: str | None = None, ttl_seconds: float = DEFAULT_TTL_SECONDS,
                  busy_timeout_seconds: float = 10.0) -> None:
@@ -96,6 +97,11 @@ class SqliteStore:
         #: bumped each time this process moves to the file the path names now
         self.generation = 0
         self.replacements = 0
+
+    @classmethod
+    def from_setting(cls, setting: str, options: StoreOptions) -> SqliteStore:
+        """``sqlite:PATH``, or ``sqlite:`` for the default file (``default_path``)."""
+        return cls(setting[len("sqlite:"):] or None, ttl_seconds=options.ttl_seconds)
 
     def __reduce__(self):
         # A store travels to spawned processes as its settings; each process connects itself.
@@ -271,16 +277,11 @@ class SqliteStore:
                          (task_uid, net, record, tip))
             return True
 
-
     # -- the decision tally (session/tally.py) --------------------------------------------------
 
     def tally_merge(self, cycle_id: str, opened_at: float, counts: dict[str, int],
                     firsts: dict[str, str], lasts: dict[str, str], dropped: int, keep: int,
                     max_entries: int) -> list[str] | None:
-        """Add one worker's aggregate of a cycle: counts added, ``firsts`` set where absent,
-        ``lasts`` replaced; at most ``max_entries`` entries per cycle (the rest counted as
-        dropped); the ``keep`` most recently opened cycles kept. Returns the keys of ``firsts``
-        that were new, or None when the cycle is older than every kept one (nothing stored)."""
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM tally_cycle WHERE cycle_id = ?", (cycle_id,)).fetchone() is None:
                 kept = conn.execute("SELECT opened_at FROM tally_cycle ORDER BY opened_at DESC LIMIT ?",
@@ -335,12 +336,10 @@ class SqliteStore:
             return new
 
     def tally_cycles(self) -> list[tuple[str, float, int]]:
-        """(cycle id, opened at, entries dropped) of the kept cycles, newest first."""
         return [tuple(row) for row in self._conn().execute(
             "SELECT cycle_id, opened_at, dropped FROM tally_cycle ORDER BY opened_at DESC")]
 
     def tally_read(self, cycle_id: str, prefix: str) -> tuple[dict[str, int], dict[str, str]]:
-        """A cycle's counts and notes whose key starts with ``prefix``."""
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         conn = self._conn()
         counts = dict(conn.execute("SELECT key, n FROM tally_count WHERE cycle_id = ? AND key >= ?"

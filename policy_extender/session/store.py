@@ -77,49 +77,123 @@ class SessionCounts:
     replaced: int = 0
 
 
+@dataclass(frozen=True)
+class StoreOptions:
+    """What a store is opened with besides its setting: config.py's options of the same names
+    (``session_ttl`` is ``ttl_seconds``). Each store reads the ones that concern it; None is the
+    store's own default."""
+
+    ttl_seconds: float = DEFAULT_TTL_SECONDS
+    redis_timeout: float | None = None
+    redis_wait_replicas: int = 0
+    redis_wait_timeout: float | None = None
+
+
 class SessionStore(Protocol):
-    """Shared per-cycle state; SqliteStore and RedisStore behave identically."""
+    """Shared per-cycle state: what the service asks of a store (SessionCache, the verb handlers,
+    the decision tally of ``/why``, ``/status``). SqliteStore, RedisStore and SentinelStore
+    implement it and behave identically; store_url.SCHEMES names them, and the contract suite
+    (tests/session, ``make_store``) runs against each one listed there.
+
+    Besides the members below, a store:
+
+    - survives pickling: it crosses ``fork`` (gunicorn's workers) and ``spawn`` (multiprocessing)
+      as its settings (``__reduce__``), and each process makes its own connections; the copy
+      reads and writes the same data;
+    - is used by many threads at once, and by many processes (and replicas) on the same data;
+      every change is atomic (an event never lands in a session another process replaced);
+    - raises ``StoreUnavailable`` when it cannot be reached or does not answer in time, and
+      ``SessionLost`` from ``head()`` when it knows the current session's writes may be lost (a
+      failover); the web layer answers 503 for both. The ``tally_*`` methods may raise anything:
+      their callers lose that part of ``/why``, never a decision.
+    """
+
+    #: Seconds after which a session whose onSessionClose never came is gone (``session_ttl``).
+    ttl_seconds: float
+
+    @classmethod
+    def from_setting(cls, setting: str, options: StoreOptions) -> SessionStore:
+        """The store a ``--session-store`` setting of this kind names (store_url.scheme_of has
+        checked it), opened with ``options``. Connects lazily: no I/O until the first call."""
+        ...
+
+    # -- the session ---------------------------------------------------------------------------
 
     def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
-        """Start a new session (fresh id, seq 0) replacing any previous one and its allocations."""
+        """Start a new session (fresh id, seq 0) replacing any previous one and its allocations;
+        store ``policy_sources`` under ``policy_version`` (the only version kept). The new id."""
+        ...
 
     def close(self) -> None:
         """End the current session; later calls see no session."""
+        ...
 
     def head(self) -> Head | None:
-        """The current session, or None when none is open or it expired."""
+        """The current session, or None when none is open or it expired (``ttl_seconds`` after
+        its open). The one read of every request."""
+        ...
 
     def snapshot(self, session_id: str) -> bytes | None:
         """The snapshot stored at open, or None if ``session_id`` is not the current session."""
+        ...
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
         """The policy files stored under ``version`` by some open, or None."""
+        ...
+
+    # -- this cycle's events -------------------------------------------------------------------
 
     def allocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
         """An AllocateFunc event: the task's net change goes up by one, unless its last event was
         an allocate too (a retry: the record is replaced). False (nothing stored) for a session
         that is not the current one."""
+        ...
 
     def deallocate(self, session_id: str, task_uid: str, record: bytes) -> bool:
         """A DeallocateFunc event: the task's net change goes down by one, unless its last event
         was a deallocate too (a retry: nothing changes). ``record`` describes the task (its node,
         job and resources) for an eviction of a task allocated before the cycle. False for a
         session that is not the current one."""
+        ...
 
     def allocations(self, session_id: str) -> list[tuple[int, bytes]]:
         """(net change, record) of every task whose net change is not 0 (empty for a stale session)."""
+        ...
 
     def changes(self, session_id: str, after_seq: int) -> list[Change]:
         """The session's events after ``after_seq``, oldest first: the n-th event is the change
         that set ``seq`` to n, so a reader that applied ``after_seq`` of them reads only the new
         ones. Empty for a stale session."""
+        ...
 
     def ended(self, session_id: str) -> bool:
         """Whether the store recorded ``session_id`` as closed, replaced or expired (a session
-        the store has no trace of was lost, not ended)."""
+        the store has no trace of was lost, not ended); the last ``ENDED_KEPT`` are kept."""
+        ...
 
     def session_counts(self) -> SessionCounts:
         """Sessions opened, closed, expired and replaced so far."""
+        ...
+
+    # -- the decision tally of /why (session/tally.py) -----------------------------------------
+
+    def tally_merge(self, cycle_id: str, opened_at: float, counts: dict[str, int],
+                    firsts: dict[str, str], lasts: dict[str, str], dropped: int, keep: int,
+                    max_entries: int) -> list[str] | None:
+        """Add one worker's aggregate of a cycle, atomically: ``counts`` added, ``firsts`` set
+        where absent, ``lasts`` replaced; at most ``max_entries`` entries (counts and notes) per
+        cycle, the rest added to the cycle's dropped count with ``dropped``; the ``keep`` most
+        recently opened cycles kept. Returns the keys of ``firsts`` that were new, or None when
+        the cycle is older than every kept one (nothing stored)."""
+        ...
+
+    def tally_cycles(self) -> list[tuple[str, float, int]]:
+        """(cycle id, opened at, entries dropped) of the kept cycles, newest first."""
+        ...
+
+    def tally_read(self, cycle_id: str, prefix: str) -> tuple[dict[str, int], dict[str, str]]:
+        """A cycle's counts and notes whose key starts with ``prefix`` (not empty)."""
+        ...
 
 
 def new_session_id() -> str:

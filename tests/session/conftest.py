@@ -1,4 +1,13 @@
-"""Stores under test: a real SQLite file and a real redis-server started for the test session."""
+"""Stores under test: every kind the scheme registry lists (``store_url.SCHEMES``), each opened
+through the registry as the service opens it (``open_store``): a real SQLite file, a real
+redis-server, and a real Redis master with a replica behind three real sentinels, all started for
+the test session.
+
+Every test of this directory taking ``make_store`` is the store contract suite: it runs once per
+registered kind, so a kind added to the registry is tested without a line here, except the
+entry of ``TEST_SETTINGS`` that says how a test gets an empty store of that kind (without one,
+its contract tests fail and say so).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +15,29 @@ import shutil
 import socket
 import subprocess
 import time
-import uuid
 
 import pytest
 import redis
 
-from policy_extender.session.redis import RedisStore
-from policy_extender.session.sqlite import SqliteStore
+from policy_extender.session.factory import open_store
+from policy_extender.store_url import SCHEMES
 
-#: redis is marked slow: it needs the redis-server this module starts (the fast loop has no server).
-STORE_KINDS = ("sqlite", pytest.param("redis", marks=pytest.mark.slow))
+#: kind (``StoreScheme.name``) -> the fixture giving the setting of a store of that kind whose
+#: data is empty when the fixture is requested, and whether the kind needs a server (then its
+#: tests are slow: the fast loop starts none).
+TEST_SETTINGS: dict[str, tuple[str, bool]] = {
+    "sqlite": ("sqlite_setting", False),
+    "redis": ("redis_setting", True),
+    "redis+sentinel": ("sentinel_setting", True),
+}
+
+
+def store_kinds() -> list:
+    """Every registered kind, as a parameter (slow for a kind that needs a server; a kind without
+    an entry in TEST_SETTINGS is not slow, so its failure shows in the fast loop too)."""
+    return [pytest.param(scheme.name, id=scheme.name,
+                         marks=[pytest.mark.slow] if TEST_SETTINGS.get(scheme.name, ("", False))[1] else [])
+            for scheme in SCHEMES]
 
 
 def _free_port() -> int:
@@ -64,20 +86,61 @@ def redis_url(tmp_path_factory):
 
 
 @pytest.fixture
-def make_store(request, tmp_path):
-    """``make_store(ttl_seconds=...)`` -> a store of the parametrized kind, empty at the first
-    call; further calls in the same test reach the same data (as another worker would)."""
-    kind, prefix = request.param, "test-" + uuid.uuid4().hex
+def redis_setting(redis_url):
+    """The redis-server's URL, its database emptied: a fresh store under the default prefix."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    return redis_url
+
+
+@pytest.fixture(scope="session")
+def sentinel_cluster(tmp_path_factory):
+    """A master, a replica and three sentinels for the whole test session. No failover is made
+    on it (tests/session/test_sentinel.py makes its own clusters for that): the sentinels wait
+    30 s before they call the master down, so a slow machine never triggers one."""
+    if shutil.which("redis-server") is None or shutil.which("redis-sentinel") is None:
+        pytest.skip("redis-server and redis-sentinel are not installed: the SentinelStore tests need "
+                    "real servers (apt-get install redis-server redis-sentinel; scripts/test does this)")
+    from tests.web.volcano import SentinelCluster
+
+    cluster = SentinelCluster(tmp_path_factory.mktemp("sentinel"), down_after_ms=30_000)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def sentinel_setting(sentinel_cluster):
+    """The cluster's Sentinel address, the master's database emptied (the replica follows)."""
+    client = redis.Redis(host="127.0.0.1", port=sentinel_cluster.master_port)
+    client.flushdb()
+    client.close()
+    return sentinel_cluster.url
+
+
+@pytest.fixture
+def sqlite_setting(tmp_path):
+    return f"sqlite:{tmp_path / 'session.sqlite3'}"
+
+
+@pytest.fixture
+def make_store(request):
+    """``make_store(ttl_seconds=...)`` -> a store of the parametrized kind, opened through the
+    registry with ``open_store``, empty at the first call; further calls in the same test reach
+    the same data (as another worker would)."""
+    kind = request.param
+    if kind not in TEST_SETTINGS:
+        pytest.fail(f"the store kind {kind!r} is registered in store_url.SCHEMES but the contract "
+                    "suite cannot make one: add it to TEST_SETTINGS in tests/session/conftest.py, "
+                    "with a fixture giving the setting of an empty store of that kind")
+    setting = request.getfixturevalue(TEST_SETTINGS[kind][0])
 
     def make(ttl_seconds: float = 300.0):
-        if kind == "sqlite":
-            return SqliteStore(str(tmp_path / "session.sqlite3"), ttl_seconds=ttl_seconds)
-        url = request.getfixturevalue("redis_url")
-        return RedisStore(url, ttl_seconds=ttl_seconds, prefix=prefix)
+        return open_store(setting, ttl_seconds=ttl_seconds)
 
     return make
 
 
 def pytest_generate_tests(metafunc):
     if "make_store" in metafunc.fixturenames:
-        metafunc.parametrize("make_store", STORE_KINDS, indirect=True)
+        metafunc.parametrize("make_store", store_kinds(), indirect=True)

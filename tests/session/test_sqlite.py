@@ -8,8 +8,6 @@ import sqlite3
 
 import pytest
 
-from policy_extender.session.factory import open_store
-from policy_extender.session.redis import RedisStore
 from policy_extender.session.sqlite import DEFAULT_FILE_NAME, SqliteStore, default_path
 
 
@@ -53,15 +51,3 @@ def test_many_workers_starting_on_a_fresh_file_all_succeed(tmp_path):
         for worker in workers:
             worker.join()
         assert [error for error in errors if error] == []
-
-
-@pytest.mark.parametrize("spec,kind", [("sqlite:", SqliteStore), ("sqlite:/tmp/x.sqlite3", SqliteStore),
-                                       ("redis://127.0.0.1:1/0", RedisStore)])
-def test_the_setting_names_the_store(spec, kind):
-    store = open_store(spec, ttl_seconds=7)
-    assert isinstance(store, kind) and store.ttl_seconds == 7
-
-
-def test_an_unknown_setting_says_what_is_expected():
-    with pytest.raises(ValueError, match="expected `sqlite:PATH`"):
-        open_store("memcached://x")

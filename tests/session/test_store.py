@@ -1,12 +1,11 @@
-"""The behaviour every SessionStore shares: run against SQLite and a real redis-server."""
+"""The behaviour every SessionStore shares: run against every kind store_url.SCHEMES registers
+(a SQLite file, a real redis-server, a real Redis behind real sentinels; conftest.py)."""
 
 from __future__ import annotations
 
 import pickle
 import threading
 import time
-
-import pytest
 
 SNAPSHOT = b"\x83\xa4Jobs\x00\xff binary snapshot \x00"
 SOURCES = {"zone.policy": "filter node.labels.zone == task.annotations.zone\n",
@@ -157,11 +156,17 @@ def test_sessions_are_counted_by_how_they_ended(make_store):
 
 
 def test_a_store_survives_pickling_for_spawned_processes(make_store):
-    store = make_store()
+    store = make_store(ttl_seconds=120)
     session_id = store.open(SNAPSHOT, "v1", SOURCES)
     copy = pickle.loads(pickle.dumps(store))
+    assert (type(copy), copy.ttl_seconds) == (type(store), 120)
     assert copy.head().session_id == session_id
     assert copy.snapshot(session_id) == SNAPSHOT
+    # the copy writes to the same data, the session and the tally alike
+    assert copy.allocate(session_id, "t1", b"r1")
+    assert store.allocations(session_id) == [(1, b"r1")]
+    assert copy.tally_merge("c1", 1.0, {"k": 2}, {}, {}, 0, 4, 100) == []
+    assert store.tally_read("c1", "k") == ({"k": 2}, {})
 
 
 def test_concurrent_threads_lose_no_event(make_store):
