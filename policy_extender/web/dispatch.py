@@ -82,7 +82,7 @@ class VerbDispatch:
             size = len(body) if body is not None else _declared_size(environ)
             metrics.note_request(route.kind, reply.status, seconds, size, reply.rule, reply.decision)
             self._report(route.kind, reply, seconds, size)
-            if marks is not None:
+            if marks is not None and self.tracer is not None:
                 self.tracer.end(route.kind, started, marks)
         finally:
             unbind_request_id(previous)
