@@ -122,7 +122,7 @@ class VerbDispatch:
             return
         record = RequestRecord(kind, reply.status, reply.decision, reply.rule, seconds, size,
                                reply.body.decode() if reply.status != 200 else "")
-        if notable:
+        if notable and self.notable is not None:
             try:
                 self.notable(record)
             except Exception:  # a log line that cannot be written must not fail the call
