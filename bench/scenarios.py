@@ -126,14 +126,17 @@ def medians(runs: list[dict]) -> dict:
 
 def measure(ctx: Context, scenario: str, calls, concurrency: int, wanted=ALL_SERVERS, max_calls: int | None = None) -> dict:
     """Every server on the same calls, runs interleaved (bare, handwritten, ..., bare, ...) so
-    drifting background load hits each alike; medians per server."""
+    drifting background load hits each alike, each round starting one server later; medians per
+    server (and, with a baseline, the median of the per-round ratios: :func:`paired_ratios`)."""
     servers = {kind: s for kind in servers_for(ctx, wanted) if (s := start(ctx, kind)) is not None}
     runs: dict[str, list[dict]] = {kind: [] for kind in servers}
     try:
         for kind, server in servers.items():
             load_run(server, calls, ctx, concurrency, max_calls=max_calls and max(1, max_calls // 4))   # warm-up
-        for _ in range(ctx.runs):
-            for kind, server in servers.items():
+        order = list(servers.items())
+        for round_number in range(ctx.runs):
+            first = round_number % len(order)
+            for kind, server in order[first:] + order[:first]:
                 runs[kind].append(load_run(server, calls, ctx, concurrency, max_calls))
         for kind, server in servers.items():
             if any(r["errors"] for r in runs[kind]):
@@ -142,10 +145,24 @@ def measure(ctx: Context, scenario: str, calls, concurrency: int, wanted=ALL_SER
         for server in servers.values():
             server.stop()
     by_server = {kind: medians(rows) for kind, rows in runs.items()}
+    if "service" in runs and "baseline" in runs:
+        by_server["service"].update(paired_ratios(runs["service"], runs["baseline"]))
     for kind, row in by_server.items():
         ctx.emit({"scenario": scenario, "server": kind, **row})
     add_ratios(ctx, scenario, by_server)
     return by_server
+
+
+def paired_ratios(service: list[dict], baseline: list[dict]) -> dict:
+    """The service against the baseline round by round (the two runs of a round are adjacent,
+    so they share the machine's load): the median of the per-round ratios of req/s and of server
+    CPU per call, and their lowest and highest."""
+    rps = sorted(s["rps"] / b["rps"] for s, b in zip(service, baseline) if b["rps"])
+    cpu = sorted(s["server_cpu_ms"] / b["server_cpu_ms"] for s, b in zip(service, baseline) if b["server_cpu_ms"])
+    if not rps or not cpu:
+        return {}
+    return {"paired_rps_vs_baseline": statistics.median(rps), "paired_rps_low": rps[0], "paired_rps_high": rps[-1],
+            "paired_cpu_vs_baseline": statistics.median(cpu), "paired_cpu_low": cpu[0], "paired_cpu_high": cpu[-1]}
 
 
 def add_ratios(ctx: Context, scenario: str, by_server: dict) -> None:

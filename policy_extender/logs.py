@@ -27,6 +27,8 @@ from typing import Any, Callable, Iterable
 REQUEST_ID_HEADER = "X-Request-Id"
 NO_REQUEST = "-"
 FORMATS = ("text", "json")
+#: the name of the root handler :func:`configure` adds (and replaces when called again)
+HANDLER_NAME = "policy_extender"
 
 
 class _Current(threading.local):
@@ -219,9 +221,9 @@ def configure(level: str | int = "info", fmt: str = "text", stream: Any = None) 
     handler.setFormatter(formatter_class(fmt)())
     handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
-    for old in [h for h in root.handlers if getattr(h, "_policy_extender", False)]:
+    for old in [h for h in root.handlers if h.name == HANDLER_NAME]:
         root.removeHandler(old)
-    handler._policy_extender = True  # type: ignore[attr-defined]
+    handler.name = HANDLER_NAME
     root.addHandler(handler)
     root.setLevel(_level(level))
     return handler

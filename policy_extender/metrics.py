@@ -14,7 +14,7 @@ variable (tests, ``policy-extender serve`` in one process) it renders the in-pro
 
 Batching. Writing a multiprocess value takes a lock and an mmap write per value (about 9 us for
 one request's histograms and counters); the service instead calls :func:`note_request` with a
-call's values (the verb dispatch writes it out, on ``PENDING``), which adds the six values to
+call's values (the verb dispatch, once per verb call), which adds the six values to
 this process's flat list of pending calls (no lock: ``list.extend`` with a tuple is atomic; strings
 and numbers, which the garbage collector does not track), and a flusher thread per process folds
 them into tallies (:func:`fold`, in C passes over one slice per field) and writes those into the
@@ -304,9 +304,7 @@ FOLD_AT = 20000
 
 
 _pending = _Pending()
-#: :func:`note_request`'s pending calls and their bound, for the dispatch, which writes
-#: ``note_request`` out on every verb call (a Python call less: 0.5 us in context, BENCHMARKS.md)
-PENDING = _pending
+#: values of pending calls past which :func:`note_request` flushes them in the calling thread
 CALLS_AT_MOST = FOLD_AT * FIELDS
 
 
@@ -315,8 +313,7 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
     """``observe_request`` (and ``count_decision`` when ``outcome``), batched (module docstring):
     the call's values added to the pending list here, folded into tallies when the flusher takes
     them (:func:`fold`). The decision of a non-200 answer (a refusal, a failure) is not counted.
-    The verb dispatch (``web.dispatch``) does the same, written out, on every verb call; the
-    served test in tests/ops/test_metrics_batching.py holds it to the same counts."""
+    The verb dispatch (``web.dispatch``) calls it once per verb call."""
     if status_code != 200:
         rule = outcome = ""
     pending = _pending

@@ -46,8 +46,7 @@ def respond(service: Service, kind: str, body: bytes) -> Reply:
 
 
 def failed(kind: str, exc: Exception) -> Reply:
-    """:func:`respond`'s answer to a ``kind`` handler that raised ``exc``; the dispatch calls the
-    handler itself (a frame less on every call) and this when it raised."""
+    """:func:`respond`'s answer to a ``kind`` handler that raised ``exc``."""
     if isinstance(exc, WireError):
         return error_reply(400, f"{kind}: {exc}")
     if isinstance(exc, SessionLost):  # logged by the session cache, once per occurrence

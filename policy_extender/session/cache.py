@@ -33,20 +33,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from policy_extender import process
 from policy_extender.session.allocation import Allocation, decode_allocation
 from policy_extender.session.counts import Counters, Move
 from policy_extender.session.env import JobsAndQueues, SessionEnv, queue_name_of
-from policy_extender.session.head_watch import HEADER_BYTES, watch_for
+from policy_extender.session.head_watch import Answer, watch_for
 from policy_extender.session.lost import LostMarker
 from policy_extender.session.store import Change, Head, SessionLost, SessionStore
 from policy_extender.wire.session_views import NO_SESSION
 from policy_extender.wire.snapshot import load_snapshot
 
 log = logging.getLogger("policy_extender.session")
-_time = time.time
 
 #: :meth:`SessionCache.last_head` before this thread's call read the head
 NOT_READ = object()
@@ -74,6 +72,13 @@ class _Cached:
     tips: list[str] = field(default_factory=lambda: [""])
 
 
+class _Quick(NamedTuple):
+    """The env this cache gave for the head watch's answer: given again while the answer holds."""
+
+    answer: Answer
+    env: Any
+
+
 class SessionCache:
     """The current session of ``store`` as an ``Env`` (see the module docstring)."""
 
@@ -97,53 +102,42 @@ class SessionCache:
         self._told_lost: str | None = None
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
-        #: (cached, head): the last head object found fresh for that cache. The head watch returns
-        #: the same (immutable) head object while the session is unchanged, so the next call
-        #: compares two identities instead of three fields (``_is_fresh``)
-        self._fresh: tuple[Any, Any] = (None, None)
         self._last = threading.local()
         #: whether env() keeps the head it read for :meth:`last_head` (a thread-local write, 0.8k
         #: instructions a call): from the first :meth:`forget_last_head` on, i.e. when recording
         self._remember_heads = False
         self._watch = watch_for(store)
-        #: the watch's last answer (``HeadWatch.last_answer``) and this cache's env for its head,
-        #: or None: what :meth:`env` gives while that answer holds
-        self._quick: tuple | None = None
+        #: what :meth:`env` gives while the watch's answer holds, or None
+        self._quick: _Quick | None = None
         self.counts = CacheCounts()
 
     def env(self) -> Any:
         """The env of the current session, or the no-session env. ``env.head`` names the session
         and its pinned policy version. Raises SessionLost (see the module docstring).
 
-        The fast path is the head watch's own test (``HeadWatch.head``) written out here, on the
-        watch's last answer kept with the env this cache gave for it (``_quick``): while that
-        answer holds, the head is the same object, and so is the env. One Python frame per call
-        instead of two, on the call made once per node per task."""
+        While the head watch's answer holds (``HeadWatch.holds``), the head is the same object,
+        and so is the env this cache gave for it (``_quick``)."""
         quick = self._quick
-        if quick is not None:
-            now = _time()
-            if (quick[3] <= now < quick[4] and quick[5] is process.pid and quick[6] is self.store.generation
-                    and quick[7][:HEADER_BYTES] == quick[0]):
-                return quick[8]
-        return self._env()
-
-    def _env(self) -> Any:
-        """:meth:`env` from the watch (or the store) and the cache, keeping ``_quick`` when the
-        answer is one the fast path may give again."""
+        if quick is not None and self._watch.holds(quick.answer):
+            return quick.env
         watch = self._watch
-        head = watch.head() if watch is not None else self.store.head()
+        if watch is None:
+            return self._env_for(self.store.head())
+        head = watch.head()
         env = self._env_for(head)
-        if watch is not None and not self._remember_heads:
-            seen = watch.last_answer()
-            cached = self._cached
-            # only for the answer this call read, and an env that is this head's: the cached
-            # session's exactly, or the no-session env with no session held (with one held,
-            # _no_session_now decides on each call whether it ended or was lost)
-            if seen is not None and seen[1] is head and (
-                    cached is not None and cached.env is env and _is_fresh(cached, head) if head is not None
-                    else env is self._no_session and cached is None):
-                self._quick = (*seen, env)
+        answer = watch.last_answer()
+        if not self._remember_heads and answer is not None and answer.head is head and self._gives_again(head, env):
+            self._quick = _Quick(answer, env)
         return env
+
+    def _gives_again(self, head: Head | None, env: Any) -> bool:
+        """``env`` is what this cache gives for ``head`` on every call while it holds: the cached
+        session's env exactly, or the no-session env with no session held (with one held,
+        :meth:`_no_session_now` decides on each call whether it ended or was lost)."""
+        cached = self._cached
+        if head is None:
+            return env is self._no_session and cached is None
+        return cached is not None and cached.env is env and _is_fresh(cached, head)
 
     def _env_for(self, head: Head | None) -> Any:
         if self._remember_heads:
@@ -156,13 +150,8 @@ class SessionCache:
                 return self._no_session
             with self._lock:
                 return self._no_session_now()
-        if cached is not None:
-            fresh = self._fresh
-            if fresh[0] is cached and fresh[1] is head:
-                return cached.env
-            if _is_fresh(cached, head):
-                self._fresh = (cached, head)
-                return cached.env
+        if cached is not None and _is_fresh(cached, head):
+            return cached.env
         with self._lock:
             return self._refresh(head)
 
@@ -170,7 +159,7 @@ class SessionCache:
         """Start a call: :meth:`last_head` says NOT_READ until this thread's next :meth:`env`
         (which, from now on, keeps the head it reads for :meth:`last_head`)."""
         self._remember_heads = True
-        self._quick = None  # every call reads the head through _env from now on, which keeps it
+        self._quick = None  # every call reads the head through the watch from now on, which keeps it
         self._last.head = NOT_READ
 
     def last_head(self) -> Head | None | object:

@@ -37,7 +37,7 @@ import mmap
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from policy_extender import process
 from policy_extender.session.sqlite import CHECK_SECONDS, SqliteStore
@@ -54,6 +54,22 @@ _MAPS: dict[tuple[int, int, int], mmap.mmap | None] = {}
 _MAPS_LOCK = threading.Lock()
 
 
+class Answer(NamedTuple):
+    """A head the watch read, and what it holds under: it is given again while the map's header
+    still equals ``header``, ``time.time()`` is in [valid_from, valid_until) (up to the session's
+    expiry or the next file check), and neither the process (a fork) nor the store's file (its
+    generation) changed (:meth:`HeadWatch.holds`)."""
+
+    header: bytes          # the map's first HEADER_BYTES when the head was read
+    head: Any              # the store's Head, or None (no session)
+    expires_at: float      # the session's expiry (inf without one)
+    valid_from: float
+    valid_until: float
+    pid: int
+    generation: int        # the store's file (``SqliteStore.generation``)
+    map: mmap.mmap
+
+
 class HeadWatch:
     """``head()`` of a SqliteStore, re-queried only after a commit or at the session's expiry."""
 
@@ -62,28 +78,25 @@ class HeadWatch:
         self._mapped_for: tuple[int, int] | None = None  # (pid, store generation) of the map
         self._next_check = 0.0
         self._map: mmap.mmap | None = None
-        #: (header, head, expires_at, valid_from, valid_until, pid, generation, map): the last
-        #: answer, given again while the map's header still equals ``header``, ``time.time()`` is
-        #: in [valid_from, valid_until) (up to the session's expiry or the next file check), and
-        #: neither the process (a fork) nor the store's file (its generation) changed
-        self._seen: tuple | None = None
+        #: the last answer, given again while it holds
+        self._seen: Answer | None = None
         self.queries = 0
 
     def head(self) -> Any:
         seen = self._seen
-        if seen is not None:  # one clock read and one 48-byte compare, on nearly every call
-            now = time.time()
-            # ``is``: process.pid and store.generation are replaced by other int objects when they
-            # change (a fork, a replaced file), and stay the same objects while they do not
-            if (seen[3] <= now < seen[4] and seen[5] is process.pid and seen[6] is self.store.generation
-                    and seen[7][:HEADER_BYTES] == seen[0]):
-                return seen[1]
+        if seen is not None and self.holds(seen):  # one clock read and one 48-byte compare
+            return seen.head
         return self._head_slow()
 
-    def last_answer(self) -> tuple | None:
-        """The last answer with what it holds under (the ``_seen`` tuple above), or None: a
-        caller may give what it derived from ``last_answer()[1]`` again while the same test as
-        :meth:`head`'s passes on it (``SessionCache.env``)."""
+    def holds(self, answer: Answer) -> bool:
+        """``answer`` is still the store's head: no commit since (the header), not expired nor
+        due for a file check, and the same process and file."""
+        return (answer.valid_from <= time.time() < answer.valid_until and answer.pid == process.pid
+                and answer.generation == self.store.generation and answer.map[:HEADER_BYTES] == answer.header)
+
+    def last_answer(self) -> Answer | None:
+        """The last answer, or None: a caller may give what it derived from its ``head`` again
+        while :meth:`holds` passes on it (``SessionCache.env``)."""
         return self._seen
 
     def _head_slow(self) -> Any:
@@ -101,13 +114,14 @@ class HeadWatch:
         if mapped is None:
             return self._query()
         header, now, seen = mapped[:HEADER_BYTES], time.time(), self._seen
-        if seen is not None and seen[7] is mapped and seen[0] == header and now < seen[2]:
-            head, expires_at = seen[1], seen[2]
+        if seen is not None and seen.map is mapped and seen.header == header and now < seen.expires_at:
+            head, expires_at = seen.head, seen.expires_at
         else:
             head = self._query()  # the header was read first: a commit in between shows as a change
             expires_at = head.opened_at + self.store.ttl_seconds if head is not None else float("inf")
-        self._seen = (header, head, expires_at, now, min(expires_at, now + (self._next_check - mono)),
-                      pid, generation, mapped)
+        self._seen = Answer(header, head, expires_at, valid_from=now,
+                            valid_until=min(expires_at, now + (self._next_check - mono)),
+                            pid=pid, generation=generation, map=mapped)
         return head
 
     def _query(self) -> Any:

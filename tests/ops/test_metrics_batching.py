@@ -142,16 +142,16 @@ def test_unflushed_calls_stay_bounded_without_a_flusher(monkeypatch):
 
 
 def test_the_dispatch_bounds_unflushed_calls_as_note_request_does(monkeypatch, tmp_path):
-    """The dispatch writes note_request out: served calls with no flusher running stay under
-    its bound too, and every call is counted."""
+    """Served calls (the dispatch counts each through note_request) with no flusher running
+    stay under its bound too, and every call is counted."""
     from policy_extender.config import Config
-    from policy_extender.web import create_app, dispatch
+    from policy_extender.web import create_app
     from tests.web.conftest import sample, write_policies
 
     fresh = fresh_metrics()
     monkeypatch.setattr(metrics, "_metrics", fresh)
     metrics.flush()
-    monkeypatch.setattr(dispatch, "_METRIC_CALLS_AT_MOST", 10 * metrics.FIELDS)
+    monkeypatch.setattr(metrics, "CALLS_AT_MOST", 10 * metrics.FIELDS)
     monkeypatch.setattr(metrics._pending, "flusher_pid", metrics.process.pid)  # no flusher thread runs
     policies = write_policies(tmp_path / "policies", {"any.policy": 'filter big: node.name != "nope"\n'})
     app = create_app(Config(policy_dirs=(str(policies),), session_store=f"sqlite:{tmp_path}/s.sqlite3",

@@ -98,6 +98,25 @@ def test_a_move_to_a_replaced_file_is_seen_at_once(tmp_path):
     assert watch.head().session_id == opened
 
 
+def test_an_answer_names_its_head_and_holds_until_another_connection_commits(tmp_path):
+    """The watch's last answer (``Answer``, by field name) is the head it gave, and holds
+    (``HeadWatch.holds``: what the session cache gives its env again under) until a commit by
+    any connection to the file; then the next head() reads the new head."""
+    path = str(tmp_path / "s.sqlite3")
+    store, other = SqliteStore(path), SqliteStore(path)
+    session = other.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"})
+    watch = HeadWatch(store)
+    head = watch.head()
+    answer = watch.last_answer()
+    assert answer.head is head and head.session_id == session and head.seq == 0
+    assert answer.valid_from <= time.time() < answer.valid_until <= answer.expires_at
+    assert watch.holds(answer) and watch.head() is head
+    record = encode_allocation(AllocationRecord("t0", "job", "node-1", {"cpu": 1}))
+    assert other.allocate(session, "t0", record) is True
+    assert not watch.holds(answer)
+    assert watch.head().seq == 1 and watch.last_answer().head.seq == 1
+
+
 @pytest.mark.slow
 def test_a_forked_child_queries_before_it_answers_from_the_header(tmp_path):
     """A forked worker inherits the watch and its map, but not its parent's locks: its first
