@@ -20,6 +20,8 @@ import msgspec
 
 from policy_extender import metrics
 from policy_extender.config import Config
+from policy_extender.decide.table import VERBS
+from policy_extender.decide.tallying import DecisionTally
 from policy_extender.instance import LAST_GOOD_FILE
 from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
 from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
@@ -27,7 +29,6 @@ from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.factory import open_store
 from policy_extender.session.lost import LOST_FILE, LostMarker
-from policy_extender.session.tally import Tally
 from policy_extender.wire import decode, node_reuse
 
 log = logging.getLogger("policy_extender.web")
@@ -143,10 +144,10 @@ def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
 
 
 def _tally(config: Config, sessions: Any) -> Any:
-    """This worker's decision tally (session/tally.py), flushed to ``sessions`` in the background."""
-    return Tally(sessions, keep_closed=config.tally_cycles, max_entries=config.tally_max_entries,
-                 flush_seconds=config.tally_flush_seconds, enabled=config.tally,
-                 on_failure=_count_tally_failure)
+    """This worker's decision tally (decide/tallying.py), flushed to ``sessions`` in the background."""
+    return DecisionTally(sessions, VERBS.values(), keep_closed=config.tally_cycles,
+                         max_entries=config.tally_max_entries, flush_seconds=config.tally_flush_seconds,
+                         enabled=config.tally, on_failure=_count_tally_failure)
 
 
 def _count_tally_failure() -> None:

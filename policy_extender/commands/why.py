@@ -23,7 +23,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from policy_extender.decide.names import PREDICATE, PRIORITIZE
+from policy_extender.decide import tallying
+from policy_extender.decide.table import SHAPES
 
 HELP = "why is a job, task or queue pending: what the running service decided about it, by rule, in the last cycles"
 
@@ -100,9 +101,12 @@ def has_data(answer: dict) -> bool:
     return any(_cycle_has_data(c) for c in answer.get("cycles", []))
 
 
+#: the keys of a /why cycle that say something was decided (the verb table's tally shapes)
+DECIDED_KEYS = tallying.shown_keys(SHAPES)
+
+
 def _cycle_has_data(cycle: dict) -> bool:
-    return any(k in cycle for k in (PREDICATE, PRIORITIZE, "victims", "enqueue", "ready", "overused",
-                                    "audit")) or bool(cycle.get("tasks"))
+    return any(k in cycle for k in DECIDED_KEYS) or bool(cycle.get("tasks"))
 
 
 def render(answers: list[dict], every_cycle: bool = False) -> list[str]:
@@ -141,68 +145,5 @@ def render(answers: list[dict], every_cycle: bool = False) -> list[str]:
 
 
 def describe(kind: str, name: str, data: dict) -> list[str]:
-    """The lines of one object in one cycle."""
-    head = f"{kind} {name}"
-    lines = []
-    if "enqueue" in data:
-        lines.append(f"{head}: " + _answers("enqueue", data["enqueue"], {
-            "reject": "enqueue rejected by", "permit": "enqueue permitted by", "abstain": "enqueue: no rule decided"}))
-    if "ready" in data:
-        lines.append(f"{head}: " + _answers("ready", data["ready"], {
-            "not_ready": "not ready by", "ready": "ready"}))
-    if "overused" in data:
-        lines.append(f"{head}: " + _answers("overused", data["overused"], {
-            "overused": "overused by", "not_overused": "not overused"}))
-    if PREDICATE in data:
-        p = data[PREDICATE]
-        text = f"{head}: {p['fit']} of {p['answers']} nodes fit"
-        if p["rejected_by"]:
-            text += ": " + "; ".join(f"{r['count']} {r['example'] or rule}" for rule, r in p["rejected_by"].items())
-        lines.append(text)
-    if PRIORITIZE in data:
-        s = data[PRIORITIZE]
-        best = ", ".join(f"{n['node']} {_number(n['score'])}" + (
-            " (" + ", ".join(f"{rule} {_number(v)}" for rule, v in n["rules"].items()) + ")" if n["rules"] else "")
-            for n in s["top_nodes"])
-        lines.append(f"{head}: scored {s['calls']} time{'s' if s['calls'] != 1 else ''}; best nodes of the "
-                     f"latest: {best or 'none'}")
-    for verb, v in (data.get("victims") or {}).items():
-        parts = []
-        if "calls_as_evictor" in v:
-            parts.append(f"as evictor asked {v['calls_as_evictor']} times, {v.get('victims_permitted', 0)} "
-                         "victims permitted")
-        if "as_evictee_evict" in v:
-            parts.append(f"{v['as_evictee_evict']} times permitted as a victim")
-        if "as_evictee_protect" in v:
-            parts.append(f"{v['as_evictee_protect']} times protected: {v.get('protected_example', '')}")
-        if "as_evictee_abstain" in v:
-            parts.append(f"{v['as_evictee_abstain']} times refused by a rule in an Abstain answer (if none "
-                         f"abstain: the tier's other plugins decided): {v.get('abstain_example', '')}")
-        lines.append(f"{head}: {verb}: " + "; ".join(parts))
-    for rule, a in (data.get("audit") or {}).items():
-        outcomes = ", ".join(f"{n} {o}" for o, n in sorted(a["outcomes"].items()))
-        example = next(iter(a["reasons"].values()), "")
-        lines.append(f"{head}: audit rule {rule} (changes no answer) would have: {outcomes}"
-                     + (f"; e.g. {example}" if example else ""))
-    return lines
-
-
-def _answers(what: str, data: dict, words: dict[str, str]) -> str:
-    """The deciding outcome first (a rejection before a permit before the neutral answer)."""
-    answers, by_rule = data["answers"], data["by_rule"]
-    total = sum(answers.values())
-    for outcome in words:
-        if outcome not in answers:
-            continue
-        rules = by_rule.get(outcome, {})
-        if rules:
-            rule, found = max(rules.items(), key=lambda item: item[1]["count"])
-            text = f"{words[outcome]} {found['reason'] or rule}"
-        else:
-            text = words[outcome]
-        return f"{text} ({answers[outcome]} of {total} {what} answers)"
-    return f"{total} {what} answers"
-
-
-def _number(value) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+    """The lines of one object in one cycle (each verb's, by its tally shape: decide/tallying.py)."""
+    return tallying.lines(SHAPES, kind, name, data)

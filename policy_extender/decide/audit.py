@@ -7,7 +7,8 @@ if it were the only rule of its kind, on the same views and session env, and say
 have decided (its *outcome*). They cost what an enforced rule costs (the same compiled closures,
 the reason rendered only for a would-be rejection), never raise (an evaluation error is the
 outcome ``error``), and with no audited rule of the verb's kinds they return ``()`` after one dict
-lookup.
+lookup. Each verb table entry's ``audit`` (``table.py``) calls its verb's function here with the
+parts of its decoded request.
 
 Outcomes (the ``outcome`` label of ``policy_extender_audit_decisions_total``):
 
@@ -27,18 +28,15 @@ any                            ``skip`` (its ``when`` was false: not counted), `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
-from policy_extender.decide.names import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
-                                          QUEUE_OVERUSED, RECLAIMABLE)
-from policy_extender.decide.policy_set import _SKIPPED, _normalized, _score, _why, _why_not
-from policy_extender.decide.table import VERBS
+from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.errors import EvalError
 from policy_extender.lang.runtime import Context
 
 #: Outcomes that are a rejection of the object (shown by ``/why`` with the rule's reason).
 REJECTING = frozenset({"reject", "protect", "overused", "not_ready", "error"})
 SKIP = "skip"
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +63,14 @@ def _rules(policy_set, *kinds: str) -> list:
 def predicate(policy_set, task, node, env) -> tuple[Audited, ...] | list[Audited]:
     if not policy_set.audited or "filter" not in policy_set.audited:
         return ()
-    c = Context(env, [None] * policy_set._slots, task=task, node=node)
+    c = Context(env, [None] * policy_set.slots, task=task, node=node)
     return [_boolean(rule, c, "pass", "reject", rejects_when_true=False) for rule in policy_set.audited["filter"]]
 
 
 def enqueueable(policy_set, job, env):
     if not policy_set.audited or "enqueue" not in policy_set.audited:
         return ()
-    c = Context(env, [None] * policy_set._slots, _job=job)
+    c = Context(env, [None] * policy_set.slots, _job=job)
     out = []
     for rule in policy_set.audited["enqueue"]:
         if rule.permit:
@@ -83,47 +81,55 @@ def enqueueable(policy_set, job, env):
 
 
 def overused(policy_set, queue, env):
-    if not policy_set.audited or "overused" not in policy_set.audited:
-        return ()
-    c = Context(env, [None] * policy_set._slots, _queue=queue)
-    return [_boolean(rule, c, "not_overused", "overused", rejects_when_true=True, explain_true=True)
-            for rule in policy_set.audited["overused"]]
+    return each_alone(policy_set, env, "overused", {"_queue": queue}, "not_overused", "overused",
+                      rejects_when_true=True, explain_true=True)
 
 
 def ready(policy_set, job, env):
-    if not policy_set.audited or "ready" not in policy_set.audited:
+    return each_alone(policy_set, env, "ready", {"_job": job}, "ready", "not_ready", rejects_when_true=False)
+
+
+def each_alone(policy_set, env, kind: str, roots: dict[str, Any], neutral: str, deciding: str, *,
+               rejects_when_true: bool, explain_true: bool = False) -> Sequence[Audited]:
+    """Each audited boolean rule of ``kind`` alone on the views ``roots`` (the rule context's
+    roots by name: ``task``, ``_job``, ``_queue``...): what a verb answered with one vote needs
+    (``overused``, ``ready``; a new verb of that shape can use it from its table entry)."""
+    rules = policy_set.audited.get(kind) if policy_set.audited else None
+    if not rules:
         return ()
-    c = Context(env, [None] * policy_set._slots, _job=job)
-    return [_boolean(rule, c, "ready", "not_ready", rejects_when_true=False) for rule in policy_set.audited["ready"]]
+    c = Context(env, [None] * policy_set.slots, **roots)
+    return [_boolean(rule, c, neutral, deciding, rejects_when_true=rejects_when_true, explain_true=explain_true)
+            for rule in rules]
 
 
 def prioritize(policy_set, task, nodes, env):
     if not policy_set.audited or "score" not in policy_set.audited:
         return ()
-    contexts = [Context(env, [None] * policy_set._slots, task=task, node=n) for n in nodes]
+    contexts = [Context(env, [None] * policy_set.slots, task=task, node=n) for n in nodes]
     out = []
     for rule in policy_set.audited["score"]:
         try:
-            raw = [_score(rule, c) for c in contexts]
+            raw = [score(rule, c) for c in contexts]
         except EvalError as err:
             out.append(Audited(rule.name, "error", rule.prefix + str(err)))
             continue
-        if all(v is _SKIPPED for v in raw):
+        if all(v is SKIPPED for v in raw):
             continue
-        values = _normalized(raw, rule.normalize)
+        values = normalized(raw, rule.normalize)
         for node, r, v in zip(nodes, raw, values):
-            if r is not _SKIPPED:
+            if r is not SKIPPED:
                 out.append(Audited(rule.name, "scored", item=node.name, value=v * rule.weight))
     return out
 
 
-def victims(policy_set, kind: str, evictor, evictees, env):
-    rules = _rules(policy_set, *VERBS[kind].rule_kinds) if policy_set.audited else ()
+def victims(policy_set, kinds: tuple[str, ...], evictor, evictees, env):
+    """``kinds``: the rule kinds that decide the verb (its verb table entry's ``rule_kinds``)."""
+    rules = _rules(policy_set, *kinds) if policy_set.audited else ()
     if not rules:
         return ()
     out = []
     for i, evictee in enumerate(evictees):
-        c = Context(env, [None] * policy_set._slots, evictor=evictor, evictee=evictee)
+        c = Context(env, [None] * policy_set.slots, evictor=evictor, evictee=evictee)
         item = getattr(evictee, "name", None) or f"[{i}]"
         for rule in rules:
             found = _boolean(rule, c, "evict", "protect", rejects_when_true=False)
@@ -142,7 +148,7 @@ def _boolean(rule, c: Context, neutral: str, deciding: str, *, rejects_when_true
         decides = passed if rejects_when_true else not passed
         if not decides:
             return Audited(rule.name, neutral)
-        return Audited(rule.name, deciding, _why(rule, c) if explain_true else _why_not(rule, c))
+        return Audited(rule.name, deciding, why(rule, c) if explain_true else why_not(rule, c))
     except EvalError as err:
         return Audited(rule.name, "error", rule.prefix + str(err))
 
@@ -157,22 +163,3 @@ def as_fixture(audited) -> dict:
         else:
             out.setdefault(a.rule, {})[a.item] = a.value if a.outcome == "scored" else a.outcome
     return out
-
-
-def evaluate(policy_set, verb: str, request, env):
-    """The audited rules of a deciding verb on its decoded ``request`` (``()`` without any)."""
-    if not policy_set.audited:
-        return ()
-    if verb == PREDICATE:
-        return predicate(policy_set, request.task, request.node, env)
-    if verb == PRIORITIZE:
-        return prioritize(policy_set, request.task, request.nodes, env)
-    if verb in (PREEMPTABLE, RECLAIMABLE):
-        return victims(policy_set, verb, request.evictor, request.evictees, env)
-    if verb == JOB_ENQUEUEABLE:
-        return enqueueable(policy_set, request.job, env)
-    if verb == QUEUE_OVERUSED:
-        return overused(policy_set, request.queue, env)
-    if verb == JOB_READY:
-        return ready(policy_set, request.job, env)
-    raise ValueError(f"{verb} is not a deciding verb")

@@ -119,7 +119,7 @@ class SessionRequired(VerbError):
 def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
     """The handler of a deciding verb: one head read, the pinned set, a pruned decode, decide,
     encode the Go response type."""
-    after = observe.AFTER[verb.name]  # audit, metric, tally: this verb's step, looked up once
+    after = observe.after(verb)  # audit, metric, tally: this verb's step, built once
     subject = verb.subject
 
     def decide(service: Service, body: bytes) -> Reply:
@@ -131,7 +131,7 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
                 job_not_in_snapshot(service, verb.name, policy_set, env, job_uid)
         decision = verb.decide(policy_set, request, env)
         outcome = verb.outcome(decision)
-        after(service, verb.name, policy_set, env, request, decision, outcome)
+        after(service, policy_set, env, request, decision, outcome)
         return Reply(verb.encode(decision, request), decision=outcome,
                      rule=getattr(decision, "rule", None) or "")
     return decide

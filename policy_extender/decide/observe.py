@@ -1,75 +1,36 @@
-"""After a verb decided: its audit rules, their metric, and the decision tally (one call per verb).
+"""After a verb decided: its audit rules, their metric, and the decision tally (one step per verb).
 
-The verb handler (``decide/handlers.py``) calls its verb's entry of ``AFTER`` (looked up once
-per verb) after each decision, with what it decoded: it evaluates the set's audit (shadow)
-rules of that verb (``audit.py``; nothing without any), counts their outcomes
-(``policy_extender_audit_decisions_total``) and adds the call to this worker's tally
-(``session/tally.py``; memory only, never the store). The tally keys on task and job
+The verb handler (``decide/handlers.py``) builds its verb's step once (:func:`after`) and calls
+it after each decision, with what it decoded: the step evaluates the set's audit (shadow) rules of
+that verb (its verb table entry's ``audit``; ``audit.py``, nothing without any), counts their
+outcomes (``policy_extender_audit_decisions_total``) and adds the call to this worker's tally (its
+entry's ``tally``; ``tallying.py``, memory only, never the store). The tally keys on task and job
 ``Namespace``/``Name``, which every decoder keeps (``wire.paths.ALWAYS_READ``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from policy_extender import metrics
-from policy_extender.decide import audit
-from policy_extender.decide.names import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
-                                          QUEUE_OVERUSED, RECLAIMABLE)
+from policy_extender.decide.table import Verb
 from policy_extender.logs import current_request_id
 
-def _head(env: Any) -> Any:
-    return getattr(env, "head", None)
+#: (service, policy set, env, request, decision, outcome) -> None
+Step = Callable[[Any, Any, Any, Any, Any, str], None]
 
 
-def _predicate(service, verb, policy_set, env, request, decision, outcome) -> None:
-    audits = audit.predicate(policy_set, request.task, request.node, env)
-    if audits:
-        _count(audits)
-    service.tally.record_predicate(_head(env), request.task, decision, audits, current_request_id())
+def after(verb: Verb) -> Step:
+    """What is done after each decision of the deciding ``verb``: audit it, count it, tally it."""
+    name, evaluate, shape = verb.name, verb.audit, verb.tally
+    if evaluate is None or shape is None:
+        raise ValueError(f"{name} is not a deciding verb (its table entry has no audit or tally)")
+    record = shape.record
 
-
-def _prioritize(service, verb, policy_set, env, request, decision, outcome) -> None:
-    audits = audit.prioritize(policy_set, request.task, request.nodes, env)
-    if audits:
-        _count(audits)
-    service.tally.record_prioritize(_head(env), request.task, decision, audits, current_request_id())
-
-
-def _victims(service, verb, policy_set, env, request, decision, outcome) -> None:
-    audits = audit.victims(policy_set, verb, request.evictor, request.evictees, env)
-    if audits:
-        _count(audits)
-    service.tally.record_victims(_head(env), verb, request.evictor, request.evictees, decision, audits,
-                                 current_request_id())
-
-
-def _enqueueable(service, verb, policy_set, env, request, decision, outcome) -> None:
-    audits = audit.enqueueable(policy_set, request.job, env)
-    if audits:
-        _count(audits)
-    service.tally.record_enqueue(_head(env), request.job, decision, outcome, audits, current_request_id())
-
-
-def _overused(service, verb, policy_set, env, request, decision, outcome) -> None:
-    audits = audit.overused(policy_set, request.queue, env)
-    if audits:
-        _count(audits)
-    service.tally.record_overused(_head(env), request.queue, decision, audits, current_request_id())
-
-
-def _ready(service, verb, policy_set, env, request, decision, outcome) -> None:
-    audits = audit.ready(policy_set, request.job, env)
-    if audits:
-        _count(audits)
-    service.tally.record_ready(_head(env), request.job, decision, audits, current_request_id())
-
-
-#: deciding verb -> what is done after its decision: audit it, count it, tally it
-#: (a test pins it to the verb table's deciding verbs)
-AFTER = {PREDICATE: _predicate, PRIORITIZE: _prioritize, PREEMPTABLE: _victims, RECLAIMABLE: _victims,
-         JOB_ENQUEUEABLE: _enqueueable, QUEUE_OVERUSED: _overused, JOB_READY: _ready}
-
-
-def _count(audits) -> None:
-    metrics.note_audits(audits)
+    def step(service: Any, policy_set: Any, env: Any, request: Any, decision: Any, outcome: str) -> None:
+        audits = evaluate(policy_set, request, env) if policy_set.audited else ()
+        if audits:
+            metrics.note_audits(audits)
+        record(service.tally, getattr(env, "head", None), name, request, decision, outcome, audits,
+               current_request_id())
+    return step

@@ -10,6 +10,7 @@ from __future__ import annotations
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
 from policy_extender.decide.reply import Reply
+from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
 from policy_extender.errors import EvalError
 from policy_extender.lang.compiler import CompiledRule
@@ -31,7 +32,8 @@ class PolicySet:
         self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_RULE_KIND[kind])
         self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column, r.audit) for r in rules]
         self.kinds = frozenset(r.kind for r in rules)
-        self._slots = len(checked.slots)
+        #: the aggregate slots a rule context holds (``Context``'s list; audit.py builds its own)
+        self.slots = len(checked.slots)
         self._by_kind = {kind: [r for r in rules if r.kind == kind and not r.audit] for kind in self.kinds}
         self._filters = self._by_kind.get("filter", [])  # every predicate call's rules, looked up once
         #: filter rule name -> (its rejection, the answer to Volcano) for a rule whose reason has
@@ -56,7 +58,7 @@ class PolicySet:
         rules = self._filters
         if not rules:
             return FITS
-        slots = self._slots  # no aggregate: no slot to write, so one empty tuple, not a new list
+        slots = self.slots  # no aggregate: no slot to write, so one empty tuple, not a new list
         c = Context(env, [None] * slots if slots else (), task=task, node=node)
         rule = None
         try:  # rule.evaluate, once around the loop: the hot path of every predicate call
@@ -73,19 +75,19 @@ class PolicySet:
         constant = self.rejections.get(rule.name)
         if constant is not None:
             return constant[0]
-        return FilterDecision(False, 3 if rule.unresolvable else 2, _why_not(rule, c), rule.name)
+        return FilterDecision(False, 3 if rule.unresolvable else 2, why_not(rule, c), rule.name)
 
     def prioritize(self, task, nodes, env) -> ScoreDecision:
         names = [n.name for n in nodes]
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
-        slots = self._slots
+        slots = self.slots
         contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]
         for rule in self._rules("score"):
-            raw = [_score(rule, c) for c in contexts]
-            if all(v is _SKIPPED for v in raw):
+            raw = [score(rule, c) for c in contexts]
+            if all(v is SKIPPED for v in raw):
                 continue
-            values = _normalized(raw, rule.normalize)
+            values = normalized(raw, rule.normalize)
             contributions = {name: v * rule.weight for name, v in zip(names, values)}
             per_rule[rule.name] = contributions
             for name, v in contributions.items():
@@ -102,7 +104,7 @@ class PolicySet:
         victims, reasons, applied = [], {}, False
         vetoed = False  # a rule without `if none abstain` refused some evictee
         for i, evictee in enumerate(evictees):
-            c = Context(env, [None] * self._slots, evictor=evictor, evictee=evictee)
+            c = Context(env, [None] * self.slots, evictor=evictor, evictee=evictee)
             failed = None
             for rule in rules:
                 if failed is not None and (rule.abstain_if_none or victims):
@@ -118,7 +120,7 @@ class PolicySet:
             if failed is None:
                 victims.append(i)
             else:
-                reasons[i] = _why_not(failed, c)
+                reasons[i] = why_not(failed, c)
         if not applied:
             return VictimDecision(0)
         if not victims and not vetoed:
@@ -126,7 +128,7 @@ class PolicySet:
         return VictimDecision(1, victims, reasons)
 
     def enqueueable(self, job, env) -> StatusDecision:
-        c = Context(env, [None] * self._slots, _job=job)
+        c = Context(env, [None] * self.slots, _job=job)
         permit = None
         for rule in self._rules("enqueue"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
@@ -137,49 +139,28 @@ class PolicySet:
                 if passed and permit is None:
                     permit = rule
             elif not passed:
-                return StatusDecision(-1, rule.name, _why_not(rule, c))
+                return StatusDecision(-1, rule.name, why_not(rule, c))
         if permit is not None:
-            return StatusDecision(1, permit.name, _why(permit, c))
+            return StatusDecision(1, permit.name, why(permit, c))
         return StatusDecision(0)
 
     def overused(self, queue, env) -> BoolDecision:
-        c = Context(env, [None] * self._slots, _queue=queue)
+        c = Context(env, [None] * self.slots, _queue=queue)
         for rule in self._rules("overused"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
                 continue
             if rule.evaluate(rule.test, c) is True:
-                return BoolDecision(True, rule.name, _why(rule, c))
+                return BoolDecision(True, rule.name, why(rule, c))
         return BoolDecision(False)
 
     def ready(self, job, env) -> BoolDecision:
-        c = Context(env, [None] * self._slots, _job=job)
+        c = Context(env, [None] * self.slots, _job=job)
         for rule in self._rules("ready"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
                 continue
             if rule.evaluate(rule.test, c) is not True:
-                return BoolDecision(False, rule.name, _why_not(rule, c))
+                return BoolDecision(False, rule.name, why_not(rule, c))
         return BoolDecision(True)
-
-
-_SKIPPED = object()
-
-
-def _score(rule: CompiledRule, c: Context):
-    if rule.applies is not None and not rule.evaluate(rule.applies, c):
-        return _SKIPPED
-    value = rule.evaluate(rule.test, c)
-    return value if type(value) in (int, float) else 0
-
-
-def _normalized(raw: list, normalize) -> list[float]:
-    values = [v for v in raw if v is not _SKIPPED]
-    if normalize is None:
-        return [0.0 if v is _SKIPPED else float(v) for v in raw]
-    low, high = normalize
-    smallest, largest = min(values), max(values)
-    spread = largest - smallest
-    return [0.0 if v is _SKIPPED else float(low if spread == 0 else low + (v - smallest) * (high - low) / spread)
-            for v in raw]
 
 
 def _constant_rejection(rule: CompiledRule) -> tuple[FilterDecision, Reply]:
@@ -187,14 +168,3 @@ def _constant_rejection(rule: CompiledRule) -> tuple[FilterDecision, Reply]:
     ``predicate`` and the predicate handler would build on each call it rejects."""
     decision = FilterDecision(False, 3 if rule.unresolvable else 2, rule.prefix + rule.constant_reason, rule.name)
     return decision, Reply(encode.predicate(decision), decision="reject", rule=rule.name)
-
-
-def _why_not(rule: CompiledRule, c: Context) -> str:
-    """The reason a rule rejected: its reason template, or the automatic explanation."""
-    text = rule.evaluate(rule.reason, c) if rule.reason else rule.evaluate(rule.explain, c)
-    return rule.prefix + text
-
-
-def _why(rule: CompiledRule, c: Context) -> str:
-    text = rule.evaluate(rule.reason, c) if rule.reason else f"{rule.source} is true"
-    return rule.prefix + text

@@ -1,6 +1,10 @@
 """The one verb table: every verb Volcano's extender plugin calls (``names``), and for each what
-decodes its body, which rules decide it, how the decision goes on the wire, and how fixtures and
-replay name and read it. Everything else about verbs derives from ``VERBS``.
+decodes its body, which rules decide it, how the decision goes on the wire, how its audit rules
+are evaluated, how its calls are tallied and shown by ``/why``, and how fixtures and replay name
+and read it. Everything else about verbs derives from ``VERBS``: the handlers
+(``handlers.HANDLERS``), the step after a decision (``observe.after``), the tally's ``/why``
+answer and ``policy-extender why`` (``tallying.shapes_of``), the fixture runner's bodies and
+expectations. ``tests/test_verb_table.py`` lists what an entry must give.
 """
 
 from __future__ import annotations
@@ -8,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from policy_extender.decide import names, session_verbs
-from policy_extender.wire import decode, encode
+from policy_extender.decide import audit, names, session_verbs
+from policy_extender.decide.tallying import (VICTIMS, PredicateShape, ScoreShape, Shape, VoteShape, object_name,
+                                             shapes_of)
+from policy_extender.wire import compact, decode, encode
 
 
 @dataclass(frozen=True)
@@ -21,10 +27,12 @@ class Verb:
     decide: Callable[[Any, Any, Any], Any] | None = None  # (policy set, request, env) -> decision
     encode: Callable[[Any, Any], bytes] | None = None     # (decision, request) -> Go response JSON
     outcome: Callable[[Any], str] = lambda decision: ""   # the word logged and counted
+    audit: Callable[[Any, Any, Any], Any] | None = None   # (policy set, request, env) -> audit.Audited's
+    tally: Shape | None = None                 # how its calls are tallied and shown by /why (tallying.py)
     decision: str = ""                         # the decision's name in policies and fixtures
     rule_kinds: tuple[str, ...] = ()           # the rule kinds that decide it, in order
     inputs: tuple[str, ...] = ()               # the request body's objects (compact fixture inputs)
-    compact: str = ""                          # the ``wire.compact`` builder of its body from them
+    compact: Callable[..., Any] | None = None  # the ``wire.compact`` builder of its body from them
     expect: frozenset[str] = frozenset()       # what a fixture's ``expect:`` may name
     answer: str = ""                           # the answer's shape: fit, scores, victims or vote
     answer_key: str = ""                       # vote: the answer's key (``status``, ``overused``)
@@ -37,20 +45,23 @@ _STATUS_WORDS = {1: "permit", 0: "abstain", -1: "reject"}
 
 
 def _victims(name: str) -> Verb:
+    kinds = ("victim", name)
     return Verb(name, decode.decode_victims,
                 decide=lambda ps, r, env: ps.victims(name, r.evictor, r.evictees, env),
                 encode=lambda d, r: encode.victims(d, r.raw_evictees),
                 outcome=lambda d: {1: "evict", -1: "reject"}.get(d.status, ""),
-                decision=name, rule_kinds=("victim", name), inputs=("evictor", "evictees"), compact="victims_body",
+                audit=lambda ps, r, env: audit.victims(ps, kinds, r.evictor, r.evictees, env), tally=VICTIMS,
+                decision=name, rule_kinds=kinds, inputs=("evictor", "evictees"), compact=compact.victims_body,
                 expect=frozenset({"status", "victims"}), answer="victims", subject=lambda r: r.evictor)
 
 
-def _vote(name: str, decision: str, decoder, decide, encoder, outcome, keys: tuple[str, str], inputs,
-          compact: str) -> Verb:
+def _vote(name: str, decision: str, decoder: Callable[..., Any], *, decide: Callable[[Any, Any, Any], Any],
+          encoder: Callable[[Any], bytes], outcome: Callable[[Any], str], audits: Callable[[Any, Any, Any], Any],
+          tally: VoteShape, keys: tuple[str, str], inputs: tuple[str, ...], builder: Callable[..., Any]) -> Verb:
     """A verb answered with one value: ``keys`` is (its key on the wire, its name in ``expect:``)."""
-    return Verb(name, decoder, decide=decide, encode=lambda d, r: encoder(d), outcome=outcome,
-                decision=decision, rule_kinds=(decision,), inputs=inputs, compact=compact, answer="vote",
-                answer_key=keys[0], value_name=keys[1], expect=frozenset({keys[1], "rule", "reason"}))
+    return Verb(name, decoder, decide=decide, encode=lambda d, r: encoder(d), outcome=outcome, audit=audits,
+                tally=tally, decision=decision, rule_kinds=(decision,), inputs=inputs, compact=builder,
+                answer="vote", answer_key=keys[0], value_name=keys[1], expect=frozenset({keys[1], "rule", "reason"}))
 
 
 VERBS: dict[str, Verb] = {v.name: v for v in (
@@ -59,22 +70,41 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
     Verb(names.PREDICATE, decode.decode_predicate,
          decide=lambda ps, r, env: ps.predicate(r.task, r.node, env),
          encode=lambda d, r: encode.predicate(d), outcome=lambda d: "" if d.fits else "reject",
-         decision="filter", rule_kinds=("filter",), inputs=("task", "node"), compact="predicate_body",
+         audit=lambda ps, r, env: audit.predicate(ps, r.task, r.node, env), tally=PredicateShape(names.PREDICATE),
+         decision="filter", rule_kinds=("filter",), inputs=("task", "node"), compact=compact.predicate_body,
          expect=frozenset({"fits", "code", "reason", "rule"}), answer="fit", subject=lambda r: r.task),
     Verb(names.PRIORITIZE, decode.decode_prioritize,
          decide=lambda ps, r, env: ps.prioritize(r.task, r.nodes, env),
          encode=lambda d, r: encode.prioritize(d, r.nodes),
-         decision="score", rule_kinds=("score",), inputs=("task", "nodes"), compact="prioritize_body",
+         audit=lambda ps, r, env: audit.prioritize(ps, r.task, r.nodes, env), tally=ScoreShape(names.PRIORITIZE),
+         decision="score", rule_kinds=("score",), inputs=("task", "nodes"), compact=compact.prioritize_body,
          expect=frozenset({"scores", "order"}), answer="scores", subject=lambda r: r.task),
     _victims(names.PREEMPTABLE),
     _victims(names.RECLAIMABLE),
-    _vote(names.QUEUE_OVERUSED, "overused", decode.decode_queue, lambda ps, r, env: ps.overused(r.queue, env),
-          encode.overused, lambda d: "overused" if d.value else "not_overused", ("overused", "overused"), ("queue",), "queue_body"),
-    _vote(names.JOB_ENQUEUEABLE, "enqueue", decode.decode_job, lambda ps, r, env: ps.enqueueable(r.job, env),
-          encode.enqueueable, lambda d: _STATUS_WORDS.get(d.status, "abstain"), ("status", "status"), ("job",), "job_body"),
+    _vote(names.QUEUE_OVERUSED, "overused", decode.decode_queue,
+          decide=lambda ps, r, env: ps.overused(r.queue, env), encoder=encode.overused,
+          outcome=lambda d: "overused" if d.value else "not_overused",
+          audits=lambda ps, r, env: audit.overused(ps, r.queue, env),
+          tally=VoteShape("queue", "o", "overused", lambda r: r.queue.name or "?",
+                          {"overused": "overused by", "not_overused": "not overused"}, lambda outcome: "overused"),
+          keys=("overused", "overused"), inputs=("queue",), builder=compact.queue_body),
+    _vote(names.JOB_ENQUEUEABLE, "enqueue", decode.decode_job,
+          decide=lambda ps, r, env: ps.enqueueable(r.job, env), encoder=encode.enqueueable,
+          outcome=lambda d: _STATUS_WORDS.get(d.status, "abstain"),
+          audits=lambda ps, r, env: audit.enqueueable(ps, r.job, env),
+          tally=VoteShape("job", "q", "enqueue", lambda r: object_name(r.job),
+                          {"reject": "enqueue rejected by", "permit": "enqueue permitted by",
+                           "abstain": "enqueue: no rule decided"}, lambda outcome: f"enqueue {outcome}"),
+          keys=("status", "status"), inputs=("job",), builder=compact.job_body),
     Verb(names.JOB_ENQUEUED, decode.decode_job, handle=session_verbs.job_enqueued),
-    _vote(names.JOB_READY, "ready", decode.decode_job, lambda ps, r, env: ps.ready(r.job, env),
-          encode.ready, lambda d: "ready" if d.value else "not_ready", ("status", "ready"), ("job",), "job_body"),
+    _vote(names.JOB_READY, "ready", decode.decode_job,
+          decide=lambda ps, r, env: ps.ready(r.job, env), encoder=encode.ready,
+          outcome=lambda d: "ready" if d.value else "not_ready",
+          audits=lambda ps, r, env: audit.ready(ps, r.job, env),
+          tally=VoteShape("job", "r", "ready", lambda r: object_name(r.job),
+                          {"not_ready": "not ready by", "ready": "ready"},
+                          lambda outcome: "ready" if outcome == "ready" else "not ready"),
+          keys=("status", "ready"), inputs=("job",), builder=compact.job_body),
     Verb(names.ALLOCATE, decode.decode_task_event, inputs=("task",), handle=session_verbs.allocate),
     Verb(names.DEALLOCATE, decode.decode_task_event, inputs=("task",), handle=session_verbs.deallocate),
 )}
@@ -84,6 +114,9 @@ assert tuple(VERBS) == VERB_KINDS, "the table lists every verb kind once, in nam
 
 #: The verbs whose answer is a decision of the policies.
 DECIDING: tuple[str, ...] = tuple(name for name, verb in VERBS.items() if verb.decide is not None)
+
+#: The tally's shapes of the deciding verbs, each once, in the table's order (``/why``'s sections).
+SHAPES: tuple[Shape, ...] = shapes_of(VERBS.values())
 
 #: Decision name (``filter``, ``score``, ``enqueue``, ...) -> its verb.
 BY_DECISION: dict[str, Verb] = {verb.decision: verb for verb in VERBS.values() if verb.decision}

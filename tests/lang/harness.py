@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
 
+import msgspec
 import yaml
 
 from policy_extender.commands.check import check_set
+from policy_extender.decide.table import DECIDING
+from policy_extender.decide.table import VERBS as TABLE
 from policy_extender.errors import PolicyError
 from policy_extender.policyset import compile_sources
 from policy_extender.wire import decode
@@ -110,54 +114,31 @@ def _body(**parts) -> bytes:
     return json.dumps(parts).encode()
 
 
-def _predicate(ps, given, env):
-    body = _body(task=merged(TASK, given.get("task")), node=merged(NODE, given.get("node")))
-    request = decode.decode_predicate(body, ps.reads, env)
-    d = ps.predicate(request.task, request.node, env)
-    return {"fits": d.fits, "code": d.code, "reason": d.reason, "rule": d.rule}
+#: Each input of a verb (its table entry's ``inputs``) -> its wire default; inputs in ``LISTS``
+#: are lists of them (one default element when the case gives none).
+DEFAULTS = {"task": TASK, "evictor": TASK, "evictees": TASK, "node": NODE, "nodes": NODE, "job": JOB, "queue": QUEUE}
+LISTS = {"nodes", "evictees"}
 
 
-def _prioritize(ps, given, env):
-    nodes = [merged(NODE, n) for n in given.get("nodes", [{}])]
-    request = decode.decode_prioritize(_body(task=merged(TASK, given.get("task")), nodes=nodes), ps.reads, env)
-    d = ps.prioritize(request.task, request.nodes, env)
-    return {"scores": d.scores}
+def _deciding(verb: str):
+    """A deciding verb of the table on a case: its inputs merged over the defaults, decoded and
+    decided by the verb's entry; the decision's fields (a case's ``want:`` names some)."""
+    entry = TABLE[verb]
 
-
-def _victims(kind):
-    def victims(ps, given, env):
-        evictees = [merged(TASK, e) for e in given.get("evictees", [{}])]
-        body = _body(evictor=merged(TASK, given.get("evictor")), evictees=evictees)
-        request = decode.decode_victims(body, ps.reads, env)
-        d = ps.victims(kind, request.evictor, request.evictees, env)
-        return {"status": d.status, "victims": d.victims, "reasons": d.reasons}
-    return victims
-
-
-def _enqueue(ps, given, env):
-    job = decode.decode_job(_body(job=merged(JOB, given.get("job"))), ps.reads, env).job
-    d = ps.enqueueable(job, env)
-    return {"status": d.status, "rule": d.rule, "reason": d.reason}
-
-
-def _overused(ps, given, env):
-    queue = decode.decode_queue(_body(queue=merged(QUEUE, given.get("queue"))), ps.reads, env).queue
-    d = ps.overused(queue, env)
-    return {"value": d.value, "rule": d.rule, "reason": d.reason}
-
-
-def _ready(ps, given, env):
-    job = decode.decode_job(_body(job=merged(JOB, given.get("job"))), ps.reads, env).job
-    d = ps.ready(job, env)
-    return {"value": d.value, "rule": d.rule, "reason": d.reason}
+    def decided(ps, given, env):
+        parts = {name: [merged(DEFAULTS[name], item) for item in given.get(name, [{}])] if name in LISTS
+                 else merged(DEFAULTS[name], given.get(name)) for name in entry.inputs}
+        decision = entry.decide(ps, entry.decode(_body(**parts), ps.reads, env), env)
+        if isinstance(decision, msgspec.Struct):
+            return msgspec.structs.asdict(decision)
+        return {f.name: getattr(decision, f.name) for f in dataclasses.fields(decision)}
+    return decided
 
 
 def _value(ps, given, env):
     """An ``expr`` case: the expression rendered as the reason text of a rejecting filter."""
-    reason = _predicate(ps, given, env)["reason"]
+    reason = VERBS["predicate"](ps, given, env)["reason"]
     return {"value": reason.split(": ", 1)[1]}
 
 
-VERBS = {"predicate": _predicate, "prioritize": _prioritize, "preemptable": _victims("preemptable"),
-         "reclaimable": _victims("reclaimable"), "jobEnqueueable": _enqueue, "queueOverused": _overused,
-         "jobReady": _ready, "value": _value}
+VERBS = {**{verb: _deciding(verb) for verb in DECIDING}, "value": _value}

@@ -59,7 +59,7 @@ def test_permit_rules_and_victims_and_scores():
     assert [(a.rule, a.outcome) for a in audit.enqueueable(ps, _job(9), NO_SESSION)] == [("vip-next", "permit")]
     assert [(a.rule, a.outcome) for a in audit.enqueueable(ps, _job(1), NO_SESSION)] == [("vip-next", "abstain")]
     evictees = [_task("e1", {"kind": "batch"}), _task("e2", {})]
-    assert audit.as_fixture(audit.victims(ps, "preemptable", _task(), evictees, NO_SESSION)) == {
+    assert audit.as_fixture(audit.victims(ps, ("victim", "preemptable"), _task(), evictees, NO_SESSION)) == {
         "keep-batch": {"e1": "protect", "e2": "evict"}}
     assert ps.victims("preemptable", _task(), evictees, NO_SESSION).status == 0  # no enforced rule
     nodes = [_node({}, "n1", gpu=1), _node({}, "n2", gpu=3)]
@@ -71,7 +71,7 @@ def test_without_audit_rules_nothing_is_evaluated():
     ps = compile_sources({"a.policy": 'filter zone: node.labels.zone != "b"\n'})
     assert ps.audited == {}
     assert audit.predicate(ps, None, None, None) == ()  # returns before touching the views
-    assert audit.victims(ps, "preemptable", None, None, None) == ()
+    assert audit.victims(ps, ("victim", "preemptable"), None, None, None) == ()
 
 
 @pytest.mark.parametrize("source, message", [

@@ -1,4 +1,5 @@
-"""The decision tally's worker half (session/tally.py): recording never touches the store (a
+"""The decision tally's worker half (session/tally.py's storage, decide/tallying.py's
+``DecisionTally`` and the verb table's tally shapes): recording never touches the store (a
 blocked store never blocks a verb), each worker's memory is bounded by the cap, an
 enqueue/overused/ready reason is logged once per (cycle, object, rule) over several workers, and
 ``why`` reads back what was recorded."""
@@ -11,14 +12,27 @@ from types import SimpleNamespace
 
 import pytest
 
+from policy_extender.decide import tallying
 from policy_extender.decide.decisions import BoolDecision, FilterDecision, StatusDecision
+from policy_extender.decide.names import JOB_ENQUEUEABLE, JOB_READY, PREEMPTABLE, PRIORITIZE
+from policy_extender.decide.table import VERBS
 from policy_extender.session.sqlite import SqliteStore
-from policy_extender.session.tally import Tally
 
 HEAD = SimpleNamespace(session_id="c1", opened_at=100.0)
 TASK = SimpleNamespace(namespace="ml", name="train-7-0")
 JOB = SimpleNamespace(namespace="ml", name="train-7")
 REJECT = FilterDecision(False, 2, "zone (a.policy:1): zone b is drained", "zone")
+
+
+def make_tally(store, **settings) -> tallying.DecisionTally:
+    """A worker's tally of the verb table's decisions."""
+    return tallying.DecisionTally(store, VERBS.values(), **settings)
+
+
+def record(tally, verb: str, head, request, decision, audits=(), request_id: str = "-") -> None:
+    """One call of ``verb`` tallied as its handler does (observe.after): by its table entry."""
+    entry = VERBS[verb]
+    entry.tally.record(tally, head, verb, request, decision, entry.outcome(decision), audits, request_id)
 
 
 class BlockedStore:
@@ -48,7 +62,7 @@ def release_blocked_stores():
 
 def test_recording_never_waits_for_the_store():
     store = BlockedStore()
-    tally = Tally(store, flush_seconds=3600)
+    tally = make_tally(store, flush_seconds=3600)
     tally.record_predicate(HEAD, TASK, REJECT)
     flushing = threading.Thread(target=tally.flush)
     flushing.start()
@@ -64,7 +78,7 @@ def test_recording_never_waits_for_the_store():
 
 
 def test_a_workers_memory_is_bounded_by_the_cap():
-    tally = Tally(BlockedStore(), max_entries=50, flush_seconds=3600)
+    tally = make_tally(BlockedStore(), max_entries=50, flush_seconds=3600)
     for i in range(500):
         tally.record_predicate(HEAD, SimpleNamespace(namespace="ml", name=f"t{i}"), REJECT)
     agg = tally.take()["c1"]
@@ -74,14 +88,14 @@ def test_a_workers_memory_is_bounded_by_the_cap():
 
 def test_an_enqueue_reason_is_logged_once_per_cycle_object_and_rule_over_workers(tmp_path, caplog):
     path = str(tmp_path / "s.sqlite3")
-    workers = [Tally(SqliteStore(path), flush_seconds=3600) for _ in range(3)]
+    workers = [make_tally(SqliteStore(path), flush_seconds=3600) for _ in range(3)]
     reject = StatusDecision(-1, "gang", "gang (a.policy:3): gang of 5 is too big")
     caplog.set_level(logging.INFO, logger="policy_extender.why")
     for tally in workers:
         for _ in range(4):
-            tally.record_enqueue(HEAD, JOB, reject, "reject", request_id="req-1")
-        tally.record_ready(HEAD, JOB, BoolDecision(False, "ready-rule", "ready-rule (a.policy:5): 1 of 3 ready"),
-                           request_id="req-2")
+            record(tally, JOB_ENQUEUEABLE, HEAD, SimpleNamespace(job=JOB), reject, request_id="req-1")
+        record(tally, JOB_READY, HEAD, SimpleNamespace(job=JOB),
+               BoolDecision(False, "ready-rule", "ready-rule (a.policy:5): 1 of 3 ready"), request_id="req-2")
         tally.flush()
     lines = [r for r in caplog.records if r.name == "policy_extender.why"]
     assert [r.getMessage() for r in lines] == [
@@ -89,7 +103,8 @@ def test_an_enqueue_reason_is_logged_once_per_cycle_object_and_rule_over_workers
         "cycle c1: job ml/train-7: not ready: ready-rule (a.policy:5): 1 of 3 ready"]
     assert [r.request_id for r in lines] == ["req-1", "req-2"]
     # the next cycle logs again
-    workers[0].record_enqueue(SimpleNamespace(session_id="c2", opened_at=101.0), JOB, reject, "reject")
+    record(workers[0], JOB_ENQUEUEABLE, SimpleNamespace(session_id="c2", opened_at=101.0), SimpleNamespace(job=JOB),
+           reject)
     workers[0].flush()
     assert len([r for r in caplog.records if r.name == "policy_extender.why"]) == 3
     answer = workers[1].why("job", "ml/train-7", SimpleNamespace(session_id="c2"))
@@ -100,7 +115,7 @@ def test_an_enqueue_reason_is_logged_once_per_cycle_object_and_rule_over_workers
 
 
 def test_a_job_lists_its_tasks(tmp_path):
-    tally = Tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
+    tally = make_tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
     tally.record_predicate(HEAD, TASK, REJECT)
     tally.record_predicate(HEAD, SimpleNamespace(namespace="ml", name="train-70-0"), REJECT)
     tally.record_predicate(HEAD, SimpleNamespace(namespace="ml", name="train-7-1"), FilterDecision(True))
@@ -114,12 +129,12 @@ def test_a_job_is_found_under_its_podgroups_name_with_the_job_uid(tmp_path):
     """Volcano's job controller names a job's PodGroup "<job>-<job UID>" and the scheduler's
     JobInfo carries that name (e2e/volcano/scenarios/enqueue.yaml, with Volcano's own code): `why
     ml/train-7` finds the enqueue decision of ml/train-7-<uid>, never one of ml/train-7-other."""
-    tally = Tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
+    tally = make_tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
     reject = StatusDecision(-1, "gpu-cap", "gpu-cap (q.policy:1): job asks 24 GPUs")
     podgroup = SimpleNamespace(namespace="ml", name="train-7-0bfc8f0e-d7bb-709a-8059-6461333d146f")
-    tally.record_enqueue(HEAD, podgroup, reject, "reject")
-    tally.record_enqueue(HEAD, SimpleNamespace(namespace="ml", name="train-7-other"),
-                         StatusDecision(1, "vip", ""), "permit")
+    record(tally, JOB_ENQUEUEABLE, HEAD, SimpleNamespace(job=podgroup), reject)
+    record(tally, JOB_ENQUEUEABLE, HEAD, SimpleNamespace(job=SimpleNamespace(namespace="ml", name="train-7-other")),
+           StatusDecision(1, "vip", ""))
     (cycle,) = tally.why("job", "ml/train-7")["cycles"]
     assert cycle["podgroup"] == "ml/" + podgroup.name
     assert cycle["enqueue"]["answers"] == {"reject": 1}
@@ -130,21 +145,15 @@ def test_a_job_is_found_under_its_podgroups_name_with_the_job_uid(tmp_path):
 
 
 def test_off_records_nothing(tmp_path):
-    tally = Tally(BlockedStore(), enabled=False)
+    tally = make_tally(BlockedStore(), enabled=False)
     tally.record_predicate(HEAD, TASK, REJECT)
     assert tally.take() == {}
 
 
 def test_no_session_records_nothing():
-    tally = Tally(BlockedStore())
+    tally = make_tally(BlockedStore())
     tally.record_predicate(None, TASK, REJECT)
     assert tally.take() == {}
-
-
-def test_every_deciding_verb_of_the_table_is_audited_and_tallied():
-    from policy_extender.decide.observe import AFTER
-    from policy_extender.decide.table import DECIDING
-    assert set(AFTER) == set(DECIDING)
 
 
 def test_the_names_the_tally_keys_on_are_decoded_whatever_the_policies_read():
@@ -162,7 +171,8 @@ def test_a_predicate_is_tallied_under_the_tasks_object_name():
     task views with and without a namespace, a name or a uid."""
     import json
 
-    from policy_extender.session.tally import SEP, key, object_name
+    from policy_extender.decide.tallying import object_name
+    from policy_extender.session.tally import SEP, key
     from policy_extender.wire import decode
     from tests.lang.harness import NODE, TASK as WIRE_TASK, merged
 
@@ -171,7 +181,7 @@ def test_a_predicate_is_tallied_under_the_tasks_object_name():
         task = merged(WIRE_TASK, {"Namespace": namespace, "Name": name, "UID": uid})
         body = json.dumps({"task": task, "node": merged(NODE, {})}).encode()
         view = decode.decode_predicate(body).task
-        tally = Tally(SqliteStore.__new__(SqliteStore), flush_seconds=3600)
+        tally = make_tally(SqliteStore.__new__(SqliteStore), flush_seconds=3600)
         tally.record_predicate(HEAD, view, FilterDecision(True))
         counts = tally.take()["c1"].counts
         assert counts == {key("task", object_name(view), "p"): 1,
@@ -185,7 +195,7 @@ def test_a_batch_of_real_task_views_is_tallied_per_task(monkeypatch, names_kept)
     that are not TaskViews are grouped by their names: the other tests here)."""
     import json
 
-    from policy_extender.session import tally as tally_module
+    from policy_extender.decide import tallying as tally_module
     monkeypatch.setattr(tally_module, "NAMES_KEPT", names_kept)
 
     from policy_extender.session.tally import SEP, key
@@ -198,7 +208,7 @@ def test_a_batch_of_real_task_views_is_tallied_per_task(monkeypatch, names_kept)
 
     for uids in (("u1", "u2", "u3"), ("u3", "u1", "u2")):
         tasks = [("ml", "a", uids[0]), ("ml", "b", uids[1]), ("web", "a", uids[2])]
-        tally = Tally(SqliteStore.__new__(SqliteStore), flush_seconds=3600)
+        tally = make_tally(SqliteStore.__new__(SqliteStore), flush_seconds=3600)
         for i in range(30):
             namespace, name, uid = tasks[i % 3]
             fits = i % 2 == 0
@@ -236,11 +246,11 @@ def test_predicates_folded_in_a_batch_make_the_same_tally_as_one_by_one(monkeypa
     """The flusher folds many predicate calls at once; what it adds (counts, each rule's first
     reason with its request id) is what adding each call on its own adds. Under a cap that
     drops, the entries kept may differ, but each one kept is whole and right."""
-    from policy_extender.session import tally as tally_module
+    from policy_extender.decide import tallying as tally_module
 
     def tally_of(fold_at: int, cap: int) -> dict:
         monkeypatch.setattr(tally_module, "FOLD_AT", fold_at)
-        tally = Tally(BlockedStore(), max_entries=cap, flush_seconds=3600)
+        tally = make_tally(BlockedStore(), max_entries=cap, flush_seconds=3600)
         for head, task, decision, request_id in _predicate_calls():
             tally.record_predicate(head, task, decision, (), request_id)
         assert tally.waiting() == (0 if fold_at == 1 else 400)
@@ -263,7 +273,7 @@ def test_predicates_folded_in_a_batch_make_the_same_tally_as_one_by_one(monkeypa
 
 
 def test_no_predicate_call_is_lost_when_a_flush_folds_while_threads_record():
-    tally = Tally(BlockedStore(), flush_seconds=3600)
+    tally = make_tally(BlockedStore(), flush_seconds=3600)
     per_thread, started = 5000, threading.Barrier(5)
 
     def record() -> None:
@@ -288,10 +298,10 @@ def test_no_predicate_call_is_lost_when_a_flush_folds_while_threads_record():
 
 
 def test_unfolded_predicate_calls_stay_bounded_without_a_flusher(monkeypatch):
-    from policy_extender.session import tally as tally_module
+    from policy_extender.decide import tallying as tally_module
 
     monkeypatch.setattr(tally_module, "FOLD_AT", 64)
-    tally = Tally(BlockedStore(), flush_seconds=3600)
+    tally = make_tally(BlockedStore(), flush_seconds=3600)
     longest = 0
     for _ in range(1000):
         tally.record_predicate(HEAD, TASK, REJECT)
@@ -313,7 +323,7 @@ def test_predicate_calls_waiting_for_a_fold_add_nothing_the_garbage_collector_co
     views = [decode.decode_predicate(json.dumps({"task": merged(WIRE_TASK, {"Name": f"t{i}", "UID": f"u{i}"}),
                                                  "node": merged(NODE, {})}).encode()).task for i in range(4)]
     decisions = [FilterDecision(True), REJECT]
-    tally = Tally(BlockedStore(), flush_seconds=3600)
+    tally = make_tally(BlockedStore(), flush_seconds=3600)
     tally.record_predicate(HEAD, views[0], REJECT)  # its flusher started, outside the count
     for view in views:
         tally.record_predicate(HEAD, view, REJECT, (), "r")  # names cached
@@ -334,7 +344,7 @@ def test_folding_many_predicate_calls_runs_no_collection():
     tasks and rules) makes far fewer tracked objects than the collector's threshold."""
     import gc
 
-    tally = Tally(BlockedStore(), flush_seconds=3600)
+    tally = make_tally(BlockedStore(), flush_seconds=3600)
     rules = [FilterDecision(True)] + [FilterDecision(False, 2, f"reason {r}", f"rule{r}") for r in range(4)]
     tasks = [SimpleNamespace(namespace="ml", name=f"t{t}") for t in range(6)]
     for i in range(5000):
@@ -355,11 +365,13 @@ def test_a_refused_evictee_of_an_abstain_answer_is_not_called_protected(tmp_path
     abstain`), priority and conformance evicted the pod, and /why said it was protected."""
     from policy_extender.decide.decisions import VictimDecision
 
-    tally = Tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
+    tally = make_tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
     evictor = SimpleNamespace(namespace="ml", name="urgent-0")
     web, batch = SimpleNamespace(namespace="ml", name="web-0"), SimpleNamespace(namespace="ml", name="batch-0")
-    tally.record_victims(HEAD, "preemptable", evictor, [web], VictimDecision(0, [], {0: "prefer-batch: not batch"}))
-    tally.record_victims(HEAD, "preemptable", evictor, [batch], VictimDecision(1, [], {0: "protected: protected"}))
+    record(tally, PREEMPTABLE, HEAD, SimpleNamespace(evictor=evictor, evictees=[web]),
+           VictimDecision(0, [], {0: "prefer-batch: not batch"}))
+    record(tally, PREEMPTABLE, HEAD, SimpleNamespace(evictor=evictor, evictees=[batch]),
+           VictimDecision(1, [], {0: "protected: protected"}))
     (cycle,) = tally.why("task", "ml/web-0")["cycles"]
     assert cycle["victims"]["preemptable"] == {"as_evictee_abstain": 1, "abstain_example": "prefer-batch: not batch"}
     (cycle,) = tally.why("task", "ml/batch-0")["cycles"]
@@ -371,9 +383,9 @@ def test_a_prioritize_of_no_nodes_keeps_the_latest_scores_shown(tmp_path):
     (e2e/volcano/scenarios/victim-reclaim-all-protected.yaml): /why kept showing no best node."""
     from policy_extender.decide.decisions import ScoreDecision
 
-    tally = Tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
-    tally.record_prioritize(HEAD, TASK, ScoreDecision({"n1": 20.0, "n2": 10.0}, {}))
-    tally.record_prioritize(HEAD, TASK, ScoreDecision({}, {}))
+    tally = make_tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
+    record(tally, PRIORITIZE, HEAD, SimpleNamespace(task=TASK), ScoreDecision({"n1": 20.0, "n2": 10.0}, {}))
+    record(tally, PRIORITIZE, HEAD, SimpleNamespace(task=TASK), ScoreDecision({}, {}))
     (cycle,) = tally.why("task", "ml/train-7-0")["cycles"]
     assert cycle["prioritize"]["calls"] == 2
     assert [n["node"] for n in cycle["prioritize"]["top_nodes"]] == ["n1", "n2"]

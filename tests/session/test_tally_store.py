@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import threading
 
-from policy_extender.session.tally import SEP, Tally, key
+from policy_extender.decide.table import VERBS
+from policy_extender.decide.tallying import DecisionTally
+from policy_extender.session.tally import SEP, key
 
 
 def test_counts_from_two_writers_add_up_and_first_notes_keep_the_first(make_store):
@@ -72,7 +74,7 @@ def test_a_failing_store_loses_the_tally_not_the_caller(make_store):
     class Decision:
         fits, rule, reason = True, None, ""
 
-    tally = Tally(Down(), flush_seconds=3600)
+    tally = DecisionTally(Down(), VERBS.values(), flush_seconds=3600)
     tally.record_predicate(Head, Task, Decision)
     assert tally.flush() is False  # no exception: the record and the verb went on
     assert tally.failed_flushes == 1
