@@ -91,7 +91,10 @@ class Service:
         return self
 
     def stop(self) -> None:
+        """Stop this worker's threads: the reloader, the tally's flusher (after a last flush) and
+        the recorder's writer."""
         self.reloader.stop()
+        self.tally.close()
         if self.recorder is not None:
             self.recorder.close()
 

@@ -23,6 +23,7 @@ and the test fails afterwards as well, so code that swallows the exception canno
 from __future__ import annotations
 
 import socket
+import threading
 import sys
 
 import _posixsubprocess
@@ -115,3 +116,23 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item):
     return (yield from guarded(item))
+
+
+#: The threads a service (or its tally, reloader, recorder) starts; a test stops what it started.
+SERVICE_THREADS = frozenset({"policy-extender-tally", "policy-reloader", "policy-extender-recorder"})
+
+
+@pytest.fixture(autouse=True)
+def service_threads_stopped():
+    """Fails a test that leaves a service's thread running (``Service.stop()``, ``tally.close()``).
+
+    A leaked tally flusher writes to its SQLite file in the background for the rest of the run;
+    forked at the wrong moment, a later test's child inherits SQLite's mutex held by it and
+    deadlocks (CI hung that way once). Torn down after the test's own fixtures."""
+    before = set(threading.enumerate())
+    yield
+    left = sorted(t.name for t in threading.enumerate()
+                  if t not in before and t.name in SERVICE_THREADS and t.is_alive())
+    if left:
+        pytest.fail(f"the test left these threads running: {left}; stop what it started "
+                    "(service.stop(), tally.close())", pytrace=False)

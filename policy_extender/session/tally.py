@@ -111,6 +111,9 @@ class CycleTally:
         self.flusher_pid: int | None = None
         self._flush_lock = threading.Lock()
         self._start_lock = threading.Lock()
+        #: set by :meth:`close`: the flusher leaves at once (it waits on this between flushes)
+        self._closed = threading.Event()
+        self._flusher: threading.Thread | None = None
         self._warned_at = 0.0
         #: flushes the store refused or failed (their data is lost), since this process started
         self.failed_flushes = 0
@@ -195,7 +198,18 @@ class CycleTally:
                 atexit.register(self.flush)
             self.flusher_pid = process.pid
             self.forget_inherited()
-            threading.Thread(target=self._flush_forever, name="policy-extender-tally", daemon=True).start()
+            self._closed = threading.Event()  # a set one may be inherited from a closed parent
+            self._flusher = threading.Thread(target=self._flush_forever, name="policy-extender-tally", daemon=True)
+            self._flusher.start()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop this process's flusher and flush what is pending (the service's ``stop``).
+        Calls recorded afterwards stay pending until a read (``GET /why``) or exit flushes them."""
+        self._closed.set()
+        flusher = self._flusher
+        if flusher is not None and flusher.is_alive() and self.flusher_pid == process.pid:
+            flusher.join(timeout)
+        self.flush()
 
     def forget_inherited(self) -> None:
         """Drop what was added before this process started its flusher (inherited through fork:
@@ -204,8 +218,8 @@ class CycleTally:
 
     def _flush_forever(self) -> None:
         pid = process.pid
-        while self.flusher_pid == pid:
-            time.sleep(self.flush_seconds)
+        closed = self._closed
+        while self.flusher_pid == pid and not closed.wait(self.flush_seconds):
             try:
                 self.flush()
             except Exception:  # never stop the thread; the next turn goes on

@@ -173,6 +173,7 @@ def test_the_service_echoes_and_logs_a_request_id_on_verb_and_ops_routes(capture
     logged = [json.loads(line) for line in lines(buffer)]
     refused = [entry["request_id"] for entry in logged if entry["msg"].startswith("predicate 400")]
     assert refused == ["from-volcano", *new], logged  # the 400s' WARNING lines carry the ids
+    app.extensions["policy_extender"].stop()
     assert logs.current_request_id() == logs.NO_REQUEST
 
 

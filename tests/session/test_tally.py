@@ -24,9 +24,15 @@ JOB = SimpleNamespace(namespace="ml", name="train-7")
 REJECT = FilterDecision(False, 2, "zone (a.policy:1): zone b is drained", "zone")
 
 
+#: every tally made by a test, closed after it (its flusher thread stops)
+MADE: list[tallying.DecisionTally] = []
+
+
 def make_tally(store, **settings) -> tallying.DecisionTally:
     """A worker's tally of the verb table's decisions."""
-    return tallying.DecisionTally(store, VERBS.values(), **settings)
+    tally = tallying.DecisionTally(store, VERBS.values(), **settings)
+    MADE.append(tally)
+    return tally
 
 
 def record(tally, verb: str, head, request, decision, audits=(), request_id: str = "-") -> None:
@@ -53,11 +59,14 @@ class BlockedStore:
 
 
 @pytest.fixture(autouse=True)
-def release_blocked_stores():
+def release_blocked_stores_and_close_tallies():
     yield
     for store in BlockedStore.made:
         store.release.set()
     BlockedStore.made.clear()
+    for tally in MADE:
+        tally.close()
+    MADE.clear()
 
 
 def test_recording_never_waits_for_the_store():
@@ -389,3 +398,15 @@ def test_a_prioritize_of_no_nodes_keeps_the_latest_scores_shown(tmp_path):
     (cycle,) = tally.why("task", "ml/train-7-0")["cycles"]
     assert cycle["prioritize"]["calls"] == 2
     assert [n["node"] for n in cycle["prioritize"]["top_nodes"]] == ["n1", "n2"]
+
+
+def test_close_stops_the_flusher_and_writes_what_is_pending(tmp_path):
+    store = SqliteStore(str(tmp_path / "s.sqlite3"))
+    tally = make_tally(store, flush_seconds=3600)
+    tally.record_predicate(HEAD, TASK, REJECT)
+    flushers = [t for t in threading.enumerate() if t.name == "policy-extender-tally" and t.is_alive()]
+    assert tally.read_cycle("c1", "task" + tallying.SEP) == ({}, {})  # waiting for the hourly flush
+    tally.close(timeout=5)
+    assert flushers and not any(t.is_alive() for t in flushers)
+    counts, _ = tally.read_cycle("c1", "task" + tallying.SEP)
+    assert counts, "close wrote the pending call"

@@ -85,6 +85,7 @@ def test_a_failing_store_loses_the_tally_not_the_caller(make_store):
     assert tally.flush() is True
     assert tally.store.tally_read("c1", "task" + SEP)[0] == {key("task", "ns/t0", "p"): 1,
                                                             key("task", "ns/t0", "p" + SEP + "fit"): 1}
+    tally.close()
 
 
 def test_concurrent_writers_lose_nothing(make_store):

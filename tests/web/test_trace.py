@@ -29,6 +29,7 @@ def test_off_by_default_nothing_is_timed(monkeypatch, tmp_path):
                                       content_type="application/json")
     assert response.status_code == 200
     assert trace.mark is trace._off, "a call must not turn tracing on"
+    app.extensions["policy_extender"].stop()
 
 
 @pytest.mark.slow
