@@ -55,10 +55,10 @@ def test_the_import_reader_resolves_relative_imports(tmp_path):
 
 
 #: The layers of docs/architecture.md, lowest first: a module may import its own layer and the
-#: ones below. ``decide.names`` (Volcano's verb names, importing nothing) is read by the
+#: ones below. ``verb_names`` (each protocol's verb names, importing nothing) is read by the
 #: configuration, so it sits at the bottom with it.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "schema", "instance", "logs", "metrics", "heap", "trace", "config", "store_url", "decide.names",
+    ("errors", "schema", "instance", "logs", "metrics", "heap", "trace", "config", "store_url", "verb_names",
      "process", "__init__"),
     ("lang",),
     ("wire",),

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from policy_extender.decide.names import JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS
+from policy_extender.verb_names.volcano import JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS
 
 HELP = ("print your Volcano scheduler conf (file or -, bare or its ConfigMap) with the extender "
         "plugin added and everything else kept, comments included")

@@ -23,7 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from policy_extender.decide.names import PREDICATE, PRIORITIZE
+from policy_extender.verb_names.volcano import PREDICATE, PRIORITIZE
 
 HELP = "why is a job, task or queue pending: what the running service decided about it, by rule, in the last cycles"
 

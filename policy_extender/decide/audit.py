@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy_extender.decide.names import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
-                                          QUEUE_OVERUSED, RECLAIMABLE)
 from policy_extender.decide.policy_set import _SKIPPED, _normalized, _score, _why, _why_not
 from policy_extender.decide.table import VERBS
 from policy_extender.errors import EvalError
 from policy_extender.lang.runtime import Context
+from policy_extender.verb_names.volcano import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
+                                                QUEUE_OVERUSED, RECLAIMABLE)
 
 #: Outcomes that are a rejection of the object (shown by ``/why`` with the rule's reason).
 REJECTING = frozenset({"reject", "protect", "overused", "not_ready", "error"})

@@ -14,9 +14,9 @@ from typing import Any
 
 from policy_extender import metrics
 from policy_extender.decide import audit
-from policy_extender.decide.names import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
-                                          QUEUE_OVERUSED, RECLAIMABLE)
 from policy_extender.logs import current_request_id
+from policy_extender.verb_names.volcano import (JOB_ENQUEUEABLE, JOB_READY, PREDICATE, PREEMPTABLE, PRIORITIZE,
+                                                QUEUE_OVERUSED, RECLAIMABLE)
 
 def _head(env: Any) -> Any:
     return getattr(env, "head", None)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from policy_extender.decide import names, session_verbs
+from policy_extender.decide import session_verbs
+from policy_extender.verb_names import volcano as names
 from policy_extender.wire import decode, encode
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from policy_extender.decide.handlers import respond
-from policy_extender.decide.names import ON_SESSION_CLOSE
 from policy_extender.fixture_runner.exchange import Exchanger
+from policy_extender.verb_names.volcano import ON_SESSION_CLOSE
 
 from .reading import Call, Cycle
 

@@ -10,9 +10,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.record import frames
 from policy_extender.record.frames import Problem
+from policy_extender.verb_names.volcano import ON_SESSION_OPEN
 
 
 @dataclass(frozen=True)

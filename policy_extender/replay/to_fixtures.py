@@ -23,11 +23,11 @@ from typing import Any
 import orjson
 import yaml
 
-from policy_extender.decide.names import ALLOCATE, DEALLOCATE, ON_SESSION_OPEN
 from policy_extender.decide.table import DECIDING
 from policy_extender.fixture_runner.model import DECISION_ALIASES, DECISIONS
 from policy_extender.fixture_runner.outcome import actual
 from policy_extender.record.frames import Problem
+from policy_extender.verb_names.volcano import ALLOCATE, DEALLOCATE, ON_SESSION_OPEN
 from policy_extender.wire.paths import PLAIN_SCALARS
 
 from .diff import subject_of

@@ -59,8 +59,8 @@ from typing import Any
 
 from policy_extender import process
 from policy_extender.logs import current
-from policy_extender.decide.names import PREDICATE, PRIORITIZE
 from policy_extender.metrics import take_all
+from policy_extender.verb_names.volcano import PREDICATE, PRIORITIZE
 
 log = logging.getLogger("policy_extender.why")
 

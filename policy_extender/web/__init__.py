@@ -17,10 +17,10 @@ from werkzeug.exceptions import HTTPException
 
 from policy_extender import logs, metrics
 from policy_extender.config import Config
-from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
 from policy_extender.logs import RequestIdMiddleware
 from policy_extender.service import RequestRecord, Service
+from policy_extender.verb_names.volcano import ON_SESSION_OPEN
 from policy_extender.web import socket_body
 from policy_extender.web.dispatch import VerbDispatch
 from policy_extender.web.ops import ops

@@ -15,14 +15,14 @@ import time
 from typing import Any, Callable, Iterable
 
 from policy_extender import metrics, process, trace
-from policy_extender.decide import names
-from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.decide.handlers import HANDLERS, failed
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.logs import (NO_REQUEST, REQUEST_ID_HEADER, current, drawn_ids, new_request_id, request_id_from,
                                   request_log)
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
+from policy_extender.verb_names import volcano as names
+from policy_extender.verb_names.volcano import ON_SESSION_OPEN
 from policy_extender.web import socket_body
 from policy_extender.web.http import JSON_HEADERS, STATUS_LINES, check_content_type, read_body, status_line
 from policy_extender.wire import arriving, open_stream, prioritize_stream
