@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 
 from policy_extender.errors import Span
 from policy_extender.lang import ast
-from policy_extender.lang.parser import _number, _quantity, parse_file
+from policy_extender.lang.parser import number_literal, parse_file, quantity_literal
 
 INDENT = "    "
 CONTINUATION = " " * 8  # a wrapped line's continuation, 8 deeper than the line it continues
@@ -337,9 +337,9 @@ def _same_number(text: str, value) -> bool:
     """``text`` (as written, maybe signed) reads back as exactly ``value``."""
     sign, digits = (-1, text[1:]) if text.startswith("-") else (1, text)
     if _QUANTITY_TEXT.fullmatch(digits):
-        parsed = _quantity(digits)
+        parsed = quantity_literal(digits)
     elif _PLAIN_NUMBER.fullmatch(digits):
-        parsed = _number(digits)
+        parsed = number_literal(digits)
     else:
         return False
     return parsed is not None and sign * parsed == value and type(sign * parsed) is type(value)

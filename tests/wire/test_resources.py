@@ -129,11 +129,11 @@ def test_one_amount_is_that_amount_of_the_whole_conversion(text):
 
 @pytest.mark.parametrize("text", ONE_AMOUNT_RESOURCES)
 def test_a_raw_amount_reader_reads_what_one_amount_of_the_field_reads(text):
-    """``amount_reader(key, name)(raw)`` is ``amount_from_wire(_get(raw, key), name)``, value and
+    """``amount_reader(key, name)(raw)`` is ``amount_from_wire(field_of(raw, key), name)``, value and
     type, on Structs and dicts holding the resource, and on raws without it."""
     import msgspec
 
-    from policy_extender.wire.resources import _get, amount_from_wire, amount_reader
+    from policy_extender.wire.resources import amount_from_wire, amount_reader, field_of
     from policy_extender.wire.structs import Resource
 
     class Holder(msgspec.Struct):
@@ -148,7 +148,7 @@ def test_a_raw_amount_reader_reads_what_one_amount_of_the_field_reads(text):
         for name in ONE_AMOUNT_NAMES:
             read = amount_reader("Idle", name)
             for raw in raws:
-                got, want = read(raw), amount_from_wire(_get(raw, "Idle"), name)
+                got, want = read(raw), amount_from_wire(field_of(raw, "Idle"), name)
                 assert (got, type(got)) == (want, type(want)), (text, name, raw)
 
 
