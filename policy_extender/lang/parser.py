@@ -334,7 +334,7 @@ class Builder(Transformer):
             name_span = Span(name_span.file, name_span.line, name_span.column, name_span.end_line,
                              name_span.end_column - 1)
         rule_name = str(name)[:-1] if name is not None else None
-        return ast.Rule(str(kind), rule_name, name_span, expr, tuple(mods), self._span(meta))
+        return ast.RuleStatement(str(kind), rule_name, name_span, expr, tuple(mods), self._span(meta))
 
     def mod_when(self, meta, children):
         return ast.Modifier("when", children[0], self._span(meta))
@@ -387,7 +387,7 @@ class Builder(Transformer):
 
     def field(self, meta, children):
         obj, name = children
-        return ast.Field(obj, str(name), self.loc.of_token(name), self._span(meta))
+        return ast.FieldAccess(obj, str(name), self.loc.of_token(name), self._span(meta))
 
     def index(self, meta, children):
         return ast.Index(children[0], children[1], self._span(meta))

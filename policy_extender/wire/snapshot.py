@@ -14,7 +14,7 @@ import msgspec
 
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 from .resources import Resources
-from .session_views import NO_SESSION, Allocation
+from .session_views import NO_SESSION, PlacedTask
 from .views import JobView, QueueView, TaskView
 
 _MSGPACK = msgspec.msgpack.Encoder()
@@ -111,9 +111,9 @@ def allocation_from_task(task: TaskView) -> TaskAllocation:
     return TaskAllocation(task.uid or "", task.job_id or "", task.node_name or "", requests.as_dict())
 
 
-def allocation_in(task: TaskView, snapshot) -> Allocation:
+def allocation_in(task: TaskView, snapshot) -> PlacedTask:
     """The task's allocation with its queue looked up in ``snapshot`` (an Env or Snapshot)."""
     job = snapshot.job(task.job_id) if task.job_id else None
     queue_name = (job.queue_name if job is not None else None) or ""
     found = allocation_from_task(task)
-    return Allocation(found.task_uid, found.job_uid, queue_name, found.node_name, found.resources)
+    return PlacedTask(found.task_uid, found.job_uid, queue_name, found.node_name, found.resources)

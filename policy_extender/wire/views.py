@@ -14,11 +14,12 @@ import msgspec
 
 from .paths import LEGACY_CRD, TASK_STATUSES
 from .resources import Counts, Resources, amount_from_wire, amount_reader, field_of
-from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
+from .session_views import (NO_SESSION, AllocationView, CycleAllocations, NoSession, PlacedTask, SessionView,
+                            SnapshotEnv)
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
-           "Resources", "Counts", "SessionView", "AllocationView", "Tally", "Allocation", "NoSession", "NO_SESSION",
-           "SnapshotEnv", "VIEW_TYPES", "WireMapping", "WireResources"]
+           "Resources", "Counts", "SessionView", "AllocationView", "CycleAllocations", "PlacedTask", "NoSession",
+           "NO_SESSION", "SnapshotEnv", "VIEW_TYPES", "WireMapping", "WireResources"]
 
 #: Task statuses that count as ready for a job (Volcano's ReadyTaskNum).
 READY_STATUSES = frozenset({2, 8, 16, 32, 128})

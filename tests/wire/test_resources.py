@@ -7,7 +7,7 @@ import pytest
 
 from policy_extender.wire.quantity import CAP, parse_quantity
 from policy_extender.wire.resources import Counts, Resources
-from policy_extender.wire.session_views import NO_SESSION, Allocation, SessionView, Tally
+from policy_extender.wire.session_views import NO_SESSION, CycleAllocations, PlacedTask, SessionView
 
 
 @pytest.mark.parametrize("text,value", [
@@ -72,15 +72,15 @@ def test_resources_from_quantities_and_empty():
 
 def test_counts_from_allocations_sum_tasks_and_resources():
     allocs = [("t1", "j1", "q", "n1", {"cpu": 2, "nvidia.com/gpu": 1}),
-              Allocation("t2", "j1", "q", "n2", {"cpu": 1.5, "memory": 10})]
+              PlacedTask("t2", "j1", "q", "n2", {"cpu": 1.5, "memory": 10})]
     c = Counts.from_allocations(allocs)
     assert (c.tasks, c.cpu, c.gpu, c.memory) == (2, 3.5, 1, 10)
     assert Counts.from_allocations([]) == Counts()
 
 
 def test_tally_groups_by_job_queue_and_node():
-    tally = Tally([("t1", "j1", "q1", "n1", {"gpu": 1}), ("t2", "j2", "q1", "n1", {"gpu": 2}),
-                   ("t3", "j2", "q2", "n2", {"gpu": 4})])
+    tally = CycleAllocations([("t1", "j1", "q1", "n1", {"gpu": 1}), ("t2", "j2", "q1", "n1", {"gpu": 2}),
+                              ("t3", "j2", "q2", "n2", {"gpu": 4})])
     view = tally.session_view("j2", "q1", "n1")
     assert view.open and view.allocated.gpu == 7 and view.allocated.tasks == 3
     assert (view.job.gpu, view.queue.gpu, view.node.gpu) == (6, 3, 3)
