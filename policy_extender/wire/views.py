@@ -14,8 +14,7 @@ import msgspec
 
 from .paths import LEGACY_CRD, TASK_STATUSES
 from .resources import Counts, Resources, amount_from_wire, amount_reader, field_of
-from .session_views import (NO_SESSION, AllocationView, CycleAllocations, NoSession, PlacedTask, SessionView,
-                            SnapshotEnv)
+from .session_views import NO_SESSION, AllocationView, CycleAllocations, NoSession, PlacedTask, SessionView, SnapshotEnv
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
            "Resources", "Counts", "SessionView", "AllocationView", "CycleAllocations", "PlacedTask", "NoSession",
