@@ -160,7 +160,7 @@ def test_a_package_imports_only_what_its_docstring_allows(init):
     unknown = {name for name in allowed | ruled_out if not _is_module(f"policy_extender.{name}")}
     assert not unknown, f"{init.relative_to(ROOT)} names what is no part of policy_extender: {sorted(unknown)}"
     assert not allowed & ruled_out, f"{init.relative_to(ROOT)} both allows and rules out {sorted(allowed & ruled_out)}"
-    wrong = []
+    wrong: list[str] = []
     for path in sorted(init.parent.rglob("*.py")):
         for line, name in imported(path):
             if name.split(".")[0] != "policy_extender" or name == "policy_extender":
@@ -178,7 +178,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in modules():
         me = module_name(path)
-        targets = set()
+        targets: set[str] = set()
         for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names}
@@ -204,7 +204,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    found = []
+    found: list[list[str]] = []
 
     def visit(module: str) -> None:
         index[module] = low[module] = len(index)
@@ -218,7 +218,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
             elif target in stack:
                 low[module] = min(low[module], index[target])
         if low[module] == index[module]:
-            part = []
+            part: list[str] = []
             while True:
                 top = stack.pop()
                 part.append(top)
@@ -258,7 +258,7 @@ def private_imports(path: Path) -> list[tuple[int, str, str]]:
     ``from module import _name`` or ``module._name`` on an imported module."""
     me = module_name(path)
     tree = parsed(path)
-    found = []
+    found: list[tuple[int, str, str]] = []
     bound: dict[str, str] = {}  # local name -> the package's module it is bound to
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -303,7 +303,7 @@ def test_the_private_import_reader_sees_both_forms(tmp_path, monkeypatch):
 
 def public_classes() -> dict[str, list[str]]:
     """Public class name -> the modules that define one of that name at their top level."""
-    defined = defaultdict(list)
+    defined: dict[str, list[str]] = defaultdict(list)
     for path in modules():
         for node in parsed(path).body:
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
