@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from policy_extender.decide.names import ON_SESSION_OPEN, PRIORITIZE, VERB_KINDS
 from policy_extender.store_url import scheme_of
+from policy_extender.verb_names.volcano import ON_SESSION_OPEN, PRIORITIZE, VERB_KINDS
 
 ENV_PREFIX = "POLICY_EXTENDER_"
 

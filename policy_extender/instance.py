@@ -9,7 +9,7 @@ instance, made by the gunicorn master before any worker forks and removed when t
     owner                   the owner record (below), flocked by the master for its whole life
     sessions.sqlite3        the session store of ``--session-store sqlite:`` (the default)
     metrics/                PROMETHEUS_MULTIPROC_DIR, unless that variable is set explicitly
-    last-good.json          the last good policy set this instance served (store.LastGoodCopy)
+    last-good.json          the last good policy set this instance served (policyset.versions.LastGoodCopy)
 ```
 
 An explicit ``sqlite:PATH`` is guarded by an **owner record** beside it, ``PATH.owner``: a small

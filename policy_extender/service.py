@@ -1,12 +1,12 @@
 """Service: the long-lived state of one worker, kept in ``app.extensions["policy_extender"]``.
 
-It owns the configuration, the policy versions (``store.PolicyStore`` fed by a
-``reload.PolicyReloader``), the shared session store and this worker's session cache, and the
+It owns the configuration, the policy versions (``policyset.versions.PolicyStore`` fed by a
+``policyset.reload.PolicyReloader``), the shared session store and this worker's session cache, and the
 request-finished callbacks that every verb call is reported to (``on_request_finished``; the
 HTTP dispatch counts each call in the metrics and writes its log line itself).
 
 Under ``serve`` it also gets the instance's private runtime directory (``instance.py``): each set
-it activates from the policy directories is saved there (``store.LastGoodCopy``), and a worker
+it activates from the policy directories is saved there (``policyset.versions.LastGoodCopy``), and a worker
 that starts while the directories are broken serves that copy (docs/reload.md).
 """
 

@@ -1,5 +1,6 @@
 """The subcommands of ``policy-extender``: one module per command (HELP, add_arguments, run).
-May import every package of the product; only ``cli`` imports them.
+May import web, replay, fixture_runner, policyset, decide, lang, gunicorn_conf, config, verb_names, instance,
+logs and errors; only ``cli`` imports them.
 
 Each module defines ``HELP: str`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``
 (the exit status). A name listed here whose module is missing is skipped, so the CLI keeps

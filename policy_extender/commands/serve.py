@@ -101,7 +101,7 @@ def _policies_compile(config, announce: bool, last_good=None) -> bool:
     a Kubernetes rollout than a crash loop. ``--check`` turns the errors into exit status 1.
     When serving, the reloader's own log lines (in the configured text or JSON format) say what
     was loaded; ``--check`` prints it instead (``announce``). A good set is saved as the
-    instance's ``last_good`` copy before any worker starts (``store.LastGoodCopy``).
+    instance's ``last_good`` copy before any worker starts (``policyset.versions.LastGoodCopy``).
     """
     from policy_extender.policyset.reload import PolicyReloader  # lazy: commands/__init__
     save = (lambda ps: last_good.save(ps.version, ps.sources)) if last_good is not None else None

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from policy_extender.fixture_runner import reporters  # lazy: commands/__init__
     from policy_extender.fixture_runner.coverage import render
-    from policy_extender.fixture_runner.results import Tally
+    from policy_extender.fixture_runner.results import ResultCounts
     from policy_extender.fixture_runner.runner import run_paths
 
     if missing_paths("test", args.paths):
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if not result.results:
         print("policy-extender test: no fixture cases found" + (f" matching -k {args.keyword!r}" if args.keyword else ""), file=sys.stderr)
         return 5
-    return _exit_status(Tally.of(result.results), coverage, args.fail_under)
+    return _exit_status(ResultCounts.of(result.results), coverage, args.fail_under)
 
 
 def _print(args, results, coverage, reporters, render) -> None:

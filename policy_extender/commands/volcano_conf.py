@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from policy_extender.decide.names import JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS
+from policy_extender.verb_names.volcano import JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS
 
 HELP = ("print your Volcano scheduler conf (file or -, bare or its ConfigMap) with the extender "
         "plugin added and everything else kept, comments included")
@@ -164,12 +164,12 @@ def extender_plugin(url_prefix: str = "http://127.0.0.1:8713", http_timeout: str
 
 
 @dataclass
-class Result:
+class Merged:
     text: str
     notes: list[str]
 
 
-def merge(text: str, plugin: dict, replace: bool = False, where: str = "CONF") -> Result:
+def merge(text: str, plugin: dict, replace: bool = False, where: str = "CONF") -> Merged:
     """``text`` (a conf or its ConfigMap) with ``plugin`` added; see the module docstring."""
 
     root = _compose(text, where)
@@ -203,7 +203,7 @@ def _at(where: str, node) -> str:
     return f"{where}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
 
 
-def _merge_configmap(text: str, root, plugin: dict, replace: bool, where: str) -> Result:
+def _merge_configmap(text: str, root, plugin: dict, replace: bool, where: str) -> Merged:
 
     data = _key(root, "data")
     conf_node = _key(data, CONF_KEY) if isinstance(data, yaml.MappingNode) else None
@@ -218,8 +218,8 @@ def _merge_configmap(text: str, root, plugin: dict, replace: bool, where: str) -
     expected = yaml.safe_load(text)
     expected["data"][CONF_KEY] = inner.text
     if _loads(spliced) == expected:
-        return Result(spliced, inner.notes)
-    return Result(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
+        return Merged(spliced, inner.notes)
+    return Merged(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
                   inner.notes + ["the ConfigMap was re-serialised: its comments and layout are not kept"])
 
 
@@ -240,7 +240,7 @@ def _loads(text: str) -> Any:
         return None
 
 
-def _merge_conf(text: str, root, plugin: dict, replace: bool, where: str) -> Result:
+def _merge_conf(text: str, root, plugin: dict, replace: bool, where: str) -> Merged:
 
     tiers_node = _key(root, "tiers") if isinstance(root, yaml.MappingNode) else None
     if not isinstance(tiers_node, yaml.SequenceNode) or not tiers_node.value:
@@ -285,8 +285,8 @@ def _merge_conf(text: str, root, plugin: dict, replace: bool, where: str) -> Res
 
     spliced = _splice(text, tiers, existing, emptied, place, plugin)
     if spliced is not None and _loads(spliced) == expected:
-        return Result(spliced, notes)
-    return Result(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
+        return Merged(spliced, notes)
+    return Merged(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
                   notes + ["the conf was re-serialised (its plugins are written as a flow list [...]): "
                            "the objects are kept, its comments and layout are not"])
 

@@ -1,3 +1,4 @@
-"""Deciding one verb call: verb names, the one verb table (decode, decide, encode, audit, tally), the handlers.
-May import lang, wire, session, errors, metrics and logs; never policyset, record, service, web, replay or commands.
+"""Deciding one verb call: the one verb table (decode, decide, encode, audit, tally), decisions, the handlers.
+May import lang, wire, session, verb_names, errors, metrics, logs, process and trace; never policyset, record, service,
+web, replay or commands.
 """

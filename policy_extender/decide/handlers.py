@@ -19,11 +19,11 @@ import orjson
 from policy_extender import metrics
 from policy_extender.decide import audit, observe
 from policy_extender.decide.decisions import FITS
-from policy_extender.decide.names import PREDICATE
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.decide.session_verbs import current_policy
 from policy_extender.decide.table import VERBS, Verb
 from policy_extender.session.store import SessionLost, StoreUnavailable
+from policy_extender.verb_names.volcano import PREDICATE
 from policy_extender.wire import WireError, decode, encode
 
 log = logging.getLogger("policy_extender.web")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from policy_extender import metrics
-from policy_extender.decide.names import ON_SESSION_OPEN
+from policy_extender.verb_names.volcano import ON_SESSION_OPEN
 
 log = logging.getLogger("policy_extender.sessions")
 

@@ -27,7 +27,7 @@ class Name:
 
 
 @dataclass(frozen=True)
-class Field:
+class FieldAccess:
     obj: "Expr"
     name: str
     name_span: Span
@@ -91,7 +91,7 @@ class Template:
     span: Span
 
 
-Expr = Union[Literal, ListLit, Name, Field, Index, Call, Unary, Binary, Cond, Aggregate]
+Expr = Union[Literal, ListLit, Name, FieldAccess, Index, Call, Unary, Binary, Cond, Aggregate]
 
 COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "in", "not in"})
 ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
@@ -106,7 +106,7 @@ class Modifier:
 
 
 @dataclass(frozen=True)
-class Rule:
+class RuleStatement:
     kind: str
     name: str | None  # None: unnamed, named "<file>:<line>" by the checker
     name_span: Span
@@ -134,7 +134,7 @@ class Audit:
     span: Span
 
 
-Statement = Union[Rule, Let, Guard, Audit]
+Statement = Union[RuleStatement, Let, Guard, Audit]
 
 
 @dataclass(frozen=True)

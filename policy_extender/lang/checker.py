@@ -47,7 +47,7 @@ class Typed(NamedTuple):
 
 @dataclass
 class CheckedRule:
-    rule: ast.Rule
+    rule: ast.RuleStatement
     name: str
     kind: str
     file: str
@@ -170,7 +170,7 @@ class Checker:
         self.condition(guard.expr, Scope(None, dict(lets)), "the file guard")
         return guard
 
-    def check_rule(self, file, rule: ast.Rule, guard, lets, audit: ast.Audit | None = None) -> CheckedRule:
+    def check_rule(self, file, rule: ast.RuleStatement, guard, lets, audit: ast.Audit | None = None) -> CheckedRule:
         name = rule.name or f"{file.name}:{rule.span.line}"
         self.check_rule_name(name, rule)
         checked = CheckedRule(rule, name, rule.kind, file.name, [], audit=audit is not None)
@@ -188,7 +188,7 @@ class Checker:
             self.check_modifier(modifier, checked, scope, seen)
         return checked
 
-    def check_rule_name(self, name: str, rule: ast.Rule) -> None:
+    def check_rule_name(self, name: str, rule: ast.RuleStatement) -> None:
         if name in self.rule_names:
             first = self.rule_names[name]
             self.error(codes.E402, f"rule name '{name}' is already used at {first.file}:{first.line}",
@@ -196,7 +196,7 @@ class Checker:
         else:
             self.rule_names[name] = rule.name_span
 
-    def check_result(self, rule: ast.Rule, scope: Scope) -> None:
+    def check_result(self, rule: ast.RuleStatement, scope: Scope) -> None:
         typed = self.expr(rule.expr, scope)
         wanted = "number" if rule.kind == "score" else "bool"
         if not types.loose(typed.type) and typed.type != wanted:
@@ -336,7 +336,7 @@ class Checker:
         self.names[id(node)] = ("short", expansion)
         return self.expr(expansion, Scope(scope.kind, {}, {}, node.name))
 
-    def expr_Field(self, node: ast.Field, scope) -> Typed:
+    def expr_FieldAccess(self, node: ast.FieldAccess, scope) -> Typed:
         obj = self.expr(node.obj, scope)
         t = obj.type
         if types.is_map(t):
@@ -347,7 +347,7 @@ class Checker:
             return Typed("any")
         return self.error(codes.E301, f"{types.describe(t)} has no fields (reading '.{node.name}')", node.name_span)
 
-    def object_field(self, node: ast.Field, obj: Typed, scope: Scope) -> Typed:
+    def object_field(self, node: ast.FieldAccess, obj: Typed, scope: Scope) -> Typed:
         f = schema.field(obj.type, node.name)
         if f is None:
             hint = (_counts_hint(node.name) if obj.type == "counts"
@@ -598,8 +598,8 @@ class Checker:
         """``labels are strings: compare number(node.labels.x)`` for a string-map read beside a number."""
         for side, other in ((node.left, node.right), (node.right, node.left)):
             if self.types.get(id(side)) == "string" and self.types.get(id(other)) == "number":
-                owner = side.obj if isinstance(side, (ast.Field, ast.Index)) else None
-                if isinstance(owner, ast.Field) and owner.name in _STRING_MAPS:
+                owner = side.obj if isinstance(side, (ast.FieldAccess, ast.Index)) else None
+                if isinstance(owner, ast.FieldAccess) and owner.name in _STRING_MAPS:
                     return f"{owner.name} are strings: compare number({self.text(side.span)})"
                 return f"convert the string with number({self.text(side.span)})"
         return None

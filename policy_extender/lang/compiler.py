@@ -143,7 +143,7 @@ class Compiler:
 
     # --- access ----------------------------------------------------------------------------------
 
-    def expr_Field(self, node: ast.Field) -> Fn:
+    def expr_FieldAccess(self, node: ast.FieldAccess) -> Fn:
         owner = self.type_of(node.obj)
         name = node.name
         if types.is_map(owner):
@@ -155,12 +155,12 @@ class Compiler:
             return _attribute(self.expr(node.obj), operator.attrgetter(name))
         return _any_get(self.expr(node.obj), name)
 
-    def root_path(self, node: ast.Field) -> str | None:
+    def root_path(self, node: ast.FieldAccess) -> str | None:
         """``node.idle.gpu`` as one attrgetter path: the root is always present and every step
         between is a ``resources``/``counts`` object the views always fill."""
         steps = [node.name]
         node = node.obj
-        while isinstance(node, ast.Field) and self.type_of(node) in ("resources", "counts"):
+        while isinstance(node, ast.FieldAccess) and self.type_of(node) in ("resources", "counts"):
             steps.append(node.name)
             node = node.obj
         resolved = self.checked.names.get(id(node)) if isinstance(node, ast.Name) else None
@@ -168,7 +168,7 @@ class Compiler:
             return None
         return ".".join([resolved[1], *reversed(steps)])
 
-    def wire_amount(self, node: ast.Field, direct: str) -> Fn | None:
+    def wire_amount(self, node: ast.FieldAccess, direct: str) -> Fn | None:
         """``node.idle.gpu`` (a root's ``resources`` field, then a shorthand) read as one amount,
         converting only that resource instead of building the whole ``resources`` object: a root
         whose class has a ``raw_amount_reader`` (the wire views) through that reader, one function
@@ -214,7 +214,7 @@ class Compiler:
         the wire views' Go maps), without the view property's call; through the field itself
         where the path does not reach (a step None, a dict or absent) and for any other root.
         The value is ``_map_get``'s: the key's value in a dict, else None."""
-        if not isinstance(node, ast.Field):
+        if not isinstance(node, ast.FieldAccess):
             return None
         direct = self.root_path(node)
         if direct is None or direct.count(".") != 1:
@@ -330,7 +330,7 @@ class Compiler:
         keeps the list's order; and each element of the bucket is tested with the whole condition.
         """
         iterable = node.iterable
-        if not (isinstance(iterable, ast.Field) and iterable.name in ("allocations", "evictions")
+        if not (isinstance(iterable, ast.FieldAccess) and iterable.name in ("allocations", "evictions")
                 and self.type_of(iterable.obj) == "session" and node.cond is not None):
             return None
         keys = []  # every indexable conjunct before the first one that is not safe
@@ -356,7 +356,7 @@ class Compiler:
         if not (isinstance(node, ast.Binary) and node.op == "=="):
             return None
         for mine, other in ((node.left, node.right), (node.right, node.left)):
-            if (isinstance(mine, ast.Field) and mine.name in INDEXED and self.is_var(mine.obj, slot)
+            if (isinstance(mine, ast.FieldAccess) and mine.name in INDEXED and self.is_var(mine.obj, slot)
                     and self.type_of(mine) == "string" and self.type_of(other) == "string"
                     and self.path(other, slot)):
                 return mine.name, other
@@ -379,7 +379,7 @@ class Compiler:
             if what == "short":
                 return self.path(target, slot)
             return what == "root"
-        if isinstance(node, ast.Field):
+        if isinstance(node, ast.FieldAccess):
             return self.path(node.obj, slot)
         if isinstance(node, ast.Index):
             return isinstance(node.key, ast.Literal) and self.path(node.obj, slot)
@@ -409,7 +409,7 @@ class Compiler:
         """A path (``path``) that may also read the loop variable."""
         if self.is_var(node, slot):
             return True
-        if isinstance(node, ast.Field):
+        if isinstance(node, ast.FieldAccess):
             return self.readable(node.obj, slot)
         if isinstance(node, ast.Index):
             return isinstance(node.key, ast.Literal) and self.readable(node.obj, slot)

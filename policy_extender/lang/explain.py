@@ -78,7 +78,7 @@ def _fields_read(expr, compiler) -> list:
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.Field, ast.Index)) and not _uses_vars(node, compiler):
+        if isinstance(node, (ast.FieldAccess, ast.Index)) and not _uses_vars(node, compiler):
             found.append(node)
         elif not isinstance(node, ast.Aggregate):
             stack.extend(reversed(ast.children(node)))

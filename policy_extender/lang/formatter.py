@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 
 from policy_extender.errors import Span
 from policy_extender.lang import ast
-from policy_extender.lang.parser import _number, _quantity, parse_file
+from policy_extender.lang.parser import number_literal, parse_file, quantity_literal
 
 INDENT = "    "
 CONTINUATION = " " * 8  # a wrapped line's continuation, 8 deeper than the line it continues
@@ -138,7 +138,8 @@ class Formatter:
         return any(not self.lines[n - 1].strip() for n in range(after + 1, before) if 0 < n <= len(self.lines))
 
     def elements(self, statement) -> list["Element"]:
-        head_last = statement.expr.span.end_line if isinstance(statement, ast.Rule) else statement.span.end_line
+        is_rule = isinstance(statement, ast.RuleStatement)
+        head_last = statement.expr.span.end_line if is_rule else statement.span.end_line
         head = STATEMENTS.get(type(statement), Formatter.as_written)
         out = [Element(head(self, statement), "", statement.span.line, head_last)]
         for modifier in getattr(statement, "modifiers", ()):
@@ -154,7 +155,7 @@ class Formatter:
         return " ".join(line for line in lines if line)
 
     # statement heads
-    def rule(self, rule: ast.Rule) -> str:
+    def rule(self, rule: ast.RuleStatement) -> str:
         name = f"{rule.name}: " if rule.name is not None else ""
         return self.wrap(f"{rule.kind} {name}", rule.expr, 0)
 
@@ -239,7 +240,7 @@ class Formatter:
 
 
 #: How each statement kind's head line is printed.
-STATEMENTS = {ast.Rule: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Formatter.guard}
+STATEMENTS = {ast.RuleStatement: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Formatter.guard}
 #: How each modifier kind is printed (a new modifier adds one entry here).
 MODIFIERS = {
     "when": Formatter.mod_when, "reason": Formatter.mod_reason, "unresolvable": Formatter.mod_flag,
@@ -285,7 +286,7 @@ def _expr_Cond(f: Formatter, node: ast.Cond) -> str:
     return f"if {f.expr(node.test)} then {f.expr(node.then)} else {f.expr(node.orelse)}"
 
 
-def _expr_Field(f: Formatter, node: ast.Field) -> str:
+def _expr_FieldAccess(f: Formatter, node: ast.FieldAccess) -> str:
     return f"{f.expr(node.obj, _POSTFIX)}.{node.name}"
 
 
@@ -323,7 +324,7 @@ def _expr_Literal(f: Formatter, node: ast.Literal) -> str:
 
 
 EXPRESSIONS = {
-    ast.Binary: _expr_Binary, ast.Unary: _expr_Unary, ast.Cond: _expr_Cond, ast.Field: _expr_Field,
+    ast.Binary: _expr_Binary, ast.Unary: _expr_Unary, ast.Cond: _expr_Cond, ast.FieldAccess: _expr_FieldAccess,
     ast.Index: _expr_Index, ast.Call: _expr_Call, ast.Aggregate: _expr_Aggregate,
     ast.ListLit: _expr_ListLit, ast.Name: _expr_Name, ast.Literal: _expr_Literal,
 }
@@ -337,9 +338,9 @@ def _same_number(text: str, value) -> bool:
     """``text`` (as written, maybe signed) reads back as exactly ``value``."""
     sign, digits = (-1, text[1:]) if text.startswith("-") else (1, text)
     if _QUANTITY_TEXT.fullmatch(digits):
-        parsed = _quantity(digits)
+        parsed = quantity_literal(digits)
     elif _PLAIN_NUMBER.fullmatch(digits):
-        parsed = _number(digits)
+        parsed = number_literal(digits)
     else:
         return False
     return parsed is not None and sign * parsed == value and type(sign * parsed) is type(value)

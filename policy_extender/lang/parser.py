@@ -334,7 +334,7 @@ class Builder(Transformer):
             name_span = Span(name_span.file, name_span.line, name_span.column, name_span.end_line,
                              name_span.end_column - 1)
         rule_name = str(name)[:-1] if name is not None else None
-        return ast.Rule(str(kind), rule_name, name_span, expr, tuple(mods), self._span(meta))
+        return ast.RuleStatement(str(kind), rule_name, name_span, expr, tuple(mods), self._span(meta))
 
     def mod_when(self, meta, children):
         return ast.Modifier("when", children[0], self._span(meta))
@@ -387,7 +387,7 @@ class Builder(Transformer):
 
     def field(self, meta, children):
         obj, name = children
-        return ast.Field(obj, str(name), self.loc.of_token(name), self._span(meta))
+        return ast.FieldAccess(obj, str(name), self.loc.of_token(name), self._span(meta))
 
     def index(self, meta, children):
         return ast.Index(children[0], children[1], self._span(meta))
@@ -432,7 +432,7 @@ class Builder(Transformer):
     # literal conversion
     def _number_value(self, token) -> int | float:
         text, span = str(token), self.loc.of_token(token)
-        value = _quantity(text) if token.type == "QUANTITY" else _number(text)
+        value = quantity_literal(text) if token.type == "QUANTITY" else number_literal(text)
         if value is None or abs(value) >= MAX_LITERAL:
             raise self._error(codes.E503, f"number {text} is out of range (limit 2^63)", span, None)
         return value
@@ -470,7 +470,8 @@ class Builder(Transformer):
         return PolicyError([Diagnostic(code, message, span, hint)], {self.loc.file: self.source})
 
 
-def _number(text: str) -> int | float | None:
+def number_literal(text: str) -> int | float | None:
+    """The value of a NUMBER token (``12``, ``0.5``, ``1e3``); None when out of range."""
     if "." in text or "e" in text or "E" in text:
         value = float(text)
         return value if value != float("inf") else None
@@ -479,7 +480,8 @@ def _number(text: str) -> int | float | None:
     return int(text)
 
 
-def _quantity(text: str) -> int | float | None:
+def quantity_literal(text: str) -> int | float | None:
+    """The value of a QUANTITY token (``500m``, ``4Gi``) in whole units; None when malformed."""
     suffix = text.lstrip("0123456789.")
     try:
         value = Decimal(text[: len(text) - len(suffix)]) * _QUANTITY_SUFFIXES[suffix]

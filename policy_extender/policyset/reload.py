@@ -12,7 +12,7 @@ service activates it and the session store pins a version at onSessionOpen.
 
 A reloader that has never loaded a good set (a worker that boots while the files are broken: a
 crashed worker's replacement, SIGHUP to the gunicorn master) asks ``fallback()`` for the sources
-of the last good set its instance served (``store.LastGoodCopy``) and serves that, still
+of the last good set its instance served (``versions.LastGoodCopy``) and serves that, still
 reporting the failed load (``last_reload_ok`` false, the errors). Only an instance that never
 had a good set stays not ready.
 

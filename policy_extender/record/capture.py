@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from policy_extender.decide.names import ALLOCATE, DEALLOCATE, JOB_ENQUEUED, ON_SESSION_CLOSE, ON_SESSION_OPEN
 from policy_extender.session.cache import NOT_READ
+from policy_extender.verb_names.volcano import ALLOCATE, DEALLOCATE, JOB_ENQUEUED, ON_SESSION_CLOSE, ON_SESSION_OPEN
 
 from .recorder import Recorder
 from .redact import annotation_keys_read, parse_kinds

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
-from policy_extender.decide.names import PREEMPTABLE, RECLAIMABLE
+from policy_extender.verb_names.volcano import PREEMPTABLE, RECLAIMABLE
 
 from . import frames, redact, rotation
 

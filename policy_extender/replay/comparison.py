@@ -10,9 +10,9 @@ from typing import Any, Iterator
 from policy_extender.decide.table import DECIDING
 
 from . import diff
-from .engine import Answer, Replayed, Replayer
+from .engine import HttpAnswer, Replayed, Replayer
 from policy_extender.record.frames import Problem
-from .reading import Cycle, read_cycles
+from .reading import RecordedCycle, read_cycles
 
 
 @dataclass
@@ -20,7 +20,7 @@ class Outcome:
     cycles: int = 0
     calls: int = 0
     decisions: int = 0
-    changes: list[diff.Change] = field(default_factory=list)
+    changes: list[diff.DecisionChange] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)      # incomplete or unreplayable cycles
 
@@ -36,7 +36,7 @@ def compare_recording(directory: str, candidate: Any, current: Any | None = None
     return outcome
 
 
-def _replayable(cycle: Cycle, outcome: Outcome) -> bool:
+def _replayable(cycle: RecordedCycle, outcome: Outcome) -> bool:
     if cycle.session_id and not cycle.opens:
         outcome.notes.append(f"{cycle.name}: no onSessionOpen (recording started mid-cycle, or "
                              "its record was damaged): cycle skipped, its decisions need the "
@@ -48,7 +48,7 @@ def _replayable(cycle: Cycle, outcome: Outcome) -> bool:
     return True
 
 
-def _compare_cycle(cycle: Cycle, after: Replayer, before: Replayer | None, options: diff.Options,
+def _compare_cycle(cycle: RecordedCycle, after: Replayer, before: Replayer | None, options: diff.Options,
                    outcome: Outcome) -> None:
     outcome.cycles += 1
     for new, old_answer in _pairs(cycle, after, before):
@@ -59,25 +59,25 @@ def _compare_cycle(cycle: Cycle, after: Replayer, before: Replayer | None, optio
         outcome.changes.extend(_changes(cycle, new, old_answer, after, options))
 
 
-def _pairs(cycle: Cycle, after: Replayer,
-           before: Replayer | None) -> Iterator[tuple[Replayed, Answer]]:
+def _pairs(cycle: RecordedCycle, after: Replayer,
+           before: Replayer | None) -> Iterator[tuple[Replayed, HttpAnswer]]:
     """(candidate's replayed call, the answer it is compared with), in lockstep."""
     if before is None:
         for new in after.replay(cycle):
-            yield new, Answer(new.call.status, new.call.response)
+            yield new, HttpAnswer(new.call.status, new.call.response)
         return
     for new, old in zip(after.replay(cycle), before.replay(cycle)):
         yield new, old.answer
 
 
-def _changes(cycle: Cycle, new: Replayed, old: Answer, after: Replayer,
-             options: diff.Options) -> list[diff.Change]:
+def _changes(cycle: RecordedCycle, new: Replayed, old: HttpAnswer, after: Replayer,
+             options: diff.Options) -> list[diff.DecisionChange]:
     call = new.call
     found = diff.compare(call.verb, old, new.answer,
                          lambda: after.decision(call.verb, call.request), options)
     if not found:
         return []
     subject = diff.subject_of(call.verb, call.request)
-    return [diff.Change(cycle.name, new.index, call.verb, subject.name, node or subject.node,
-                        kind, was, now, rule, call.where)
+    return [diff.DecisionChange(cycle.name, new.index, call.verb, subject.name, node or subject.node,
+                                kind, was, now, rule, call.where)
             for kind, node, was, now, rule in found]

@@ -13,11 +13,11 @@ import orjson
 
 from policy_extender.decide.table import VERBS
 
-from .engine import Answer
+from .engine import HttpAnswer
 
 
 @dataclass(frozen=True)
-class Change:
+class DecisionChange:
     cycle: str
     index: int            # the call's position in its cycle, from 1
     verb: str
@@ -65,7 +65,7 @@ def _name(obj: Any) -> str:
     return f"{namespace}/{name}" if namespace else str(name)
 
 
-def compare(verb: str, before: Answer, after: Answer, decision: Callable[[], Any],
+def compare(verb: str, before: HttpAnswer, after: HttpAnswer, decision: Callable[[], Any],
             options: Options = Options()) -> list[tuple[str, str, str, str, str]]:
     """(kind, node, before, after, rule) for each difference; ``decision()`` gives the candidate's
     decision object (asked only when something changed)."""
@@ -89,7 +89,7 @@ def _json(body: bytes) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _status_text(answer: Answer) -> str:
+def _status_text(answer: HttpAnswer) -> str:
     if answer.status == 200:
         return "200"
     error = _json(answer.body).get("error", "")

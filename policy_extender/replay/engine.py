@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from policy_extender.decide.handlers import respond
-from policy_extender.decide.names import ON_SESSION_CLOSE
 from policy_extender.fixture_runner.exchange import Exchanger
+from policy_extender.verb_names.volcano import ON_SESSION_CLOSE
 
-from .reading import Call, Cycle
+from .reading import RecordedCall, RecordedCycle
 
 
 @dataclass(frozen=True)
-class Answer:
+class HttpAnswer:
     status: int
     body: bytes
 
@@ -32,8 +32,8 @@ class Replayed:
     """A recorded call, its index in the cycle, and the answer of the replaying policy set."""
 
     index: int
-    call: Call
-    answer: Answer
+    call: RecordedCall
+    answer: HttpAnswer
 
 
 class Replayer:
@@ -43,16 +43,16 @@ class Replayer:
         self.policy_set = policy_set
         self.exchanger = Exchanger(policy_set)
 
-    def call(self, verb: str, body: bytes) -> Answer:
+    def call(self, verb: str, body: bytes) -> HttpAnswer:
         """The service's answer to one body, as Volcano would receive it."""
         reply = respond(self.exchanger.service, verb, body)
-        return Answer(reply.status, reply.body)
+        return HttpAnswer(reply.status, reply.body)
 
     def decision(self, verb: str, body: bytes) -> Any:
         """The decision object behind an answer (the deciding rule), in the current session."""
         return self.exchanger.decision(verb, body)
 
-    def replay(self, cycle: Cycle) -> Iterator[Replayed]:
+    def replay(self, cycle: RecordedCycle) -> Iterator[Replayed]:
         """Every call of ``cycle`` in order, each answered after the ones before it; the session
         of an earlier cycle is closed first so nothing leaks between cycles. Decision objects are
         asked for (``decision``) while the generator is paused on a call: same session state."""

@@ -10,13 +10,13 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.record import frames
 from policy_extender.record.frames import Problem
+from policy_extender.verb_names.volcano import ON_SESSION_OPEN
 
 
 @dataclass(frozen=True)
-class Call:
+class RecordedCall:
     """One recorded verb call."""
 
     verb: str
@@ -32,12 +32,12 @@ class Call:
 
 
 @dataclass
-class Cycle:
+class RecordedCycle:
     """One scheduling cycle (or one hour of calls outside any session)."""
 
     name: str
     session_id: str
-    calls: list[Call] = field(default_factory=list)
+    calls: list[RecordedCall] = field(default_factory=list)
 
     @property
     def dropped(self) -> int:
@@ -63,7 +63,7 @@ def _rec_files(directory: str) -> list[str]:
                   if entry.is_file() and entry.name.endswith(".rec"))
 
 
-def read_cycles(directory: str, problems: list[Problem]) -> Iterator[Cycle]:
+def read_cycles(directory: str, problems: list[Problem]) -> Iterator[RecordedCycle]:
     """Every cycle of the recording, one at a time (a cycle's bodies are in memory only while
     it is replayed)."""
     for path in cycle_dirs(directory):
@@ -72,15 +72,15 @@ def read_cycles(directory: str, problems: list[Problem]) -> Iterator[Cycle]:
             yield cycle
 
 
-def read_cycle(path: str, problems: list[Problem]) -> Cycle:
-    cycle = Cycle(os.path.basename(os.path.normpath(path)), "")
+def read_cycle(path: str, problems: list[Problem]) -> RecordedCycle:
+    cycle = RecordedCycle(os.path.basename(os.path.normpath(path)), "")
     for file in _rec_files(path):
         cycle.calls.extend(_calls_of(file, cycle, problems))
     cycle.calls.sort(key=lambda call: (call.started_ns, call.pid, call.seq))
     return cycle
 
 
-def _calls_of(file: str, cycle: Cycle, problems: list[Problem]) -> Iterator[Call]:
+def _calls_of(file: str, cycle: RecordedCycle, problems: list[Problem]) -> Iterator[RecordedCall]:
     records = frames.read_records(file, problems)
     for offset, record in records:
         if offset == 0:
@@ -105,12 +105,12 @@ def _sound_header(file: str, record: dict, problems: list[Problem]) -> bool:
     return True
 
 
-def _call(file: str, offset: int, record: dict, problems: list[Problem]) -> Call | None:
+def _call(file: str, offset: int, record: dict, problems: list[Problem]) -> RecordedCall | None:
     try:
-        return Call(record["verb"], record["status"], record["policy_version"],
-                    record["started_ns"], record["pid"], record["seq"],
-                    _body(record, "request"), _body(record, "response"),
-                    f"{file}:{offset}", record.get("dropped_before", 0))
+        return RecordedCall(record["verb"], record["status"], record["policy_version"],
+                            record["started_ns"], record["pid"], record["seq"],
+                            _body(record, "request"), _body(record, "response"),
+                            f"{file}:{offset}", record.get("dropped_before", 0))
     except (KeyError, TypeError, zlib.error) as error:
         problems.append(Problem(file, offset, f"unreadable call record ({type(error).__name__}: "
                                 f"{error}): skipped"))

@@ -23,16 +23,16 @@ from typing import Any
 import orjson
 import yaml
 
-from policy_extender.decide.names import ALLOCATE, DEALLOCATE, ON_SESSION_OPEN
 from policy_extender.decide.table import DECIDING
 from policy_extender.fixture_runner.model import DECISION_ALIASES, DECISIONS
 from policy_extender.fixture_runner.outcome import actual
 from policy_extender.record.frames import Problem
+from policy_extender.verb_names.volcano import ALLOCATE, DEALLOCATE, ON_SESSION_OPEN
 from policy_extender.wire.paths import PLAIN_SCALARS
 
 from .diff import subject_of
 from .engine import Replayer
-from .reading import Call, Cycle, read_cycles
+from .reading import RecordedCall, RecordedCycle, read_cycles
 
 
 @dataclass
@@ -64,7 +64,7 @@ def _policy_paths(policy_set: Any, policy_dir: str, out: str) -> list[str]:
     return [os.path.relpath(Path(policy_dir) / name, out) for name in sorted(policy_set.sources)]
 
 
-def _cases(cycle: Cycle, replayer: Replayer, out: str, keyword: str | None):
+def _cases(cycle: RecordedCycle, replayer: Replayer, out: str, keyword: str | None):
     """One case per chosen decision of the cycle, replayed to read the answer and its rule."""
     allocations: dict[str, dict] = {}
     open_file = None
@@ -80,14 +80,14 @@ def _cases(cycle: Cycle, replayer: Replayer, out: str, keyword: str | None):
                     open_file, list(allocations.values()))
 
 
-def _chosen(call: Call, keyword: str | None) -> bool:
+def _chosen(call: RecordedCall, keyword: str | None) -> bool:
     if not keyword:
         return True
     subject = subject_of(call.verb, call.request)
     return keyword.lower() in f"{call.verb} {subject.name} {subject.node}".lower()
 
 
-def _track(call: Call, allocations: dict[str, dict]) -> None:
+def _track(call: RecordedCall, allocations: dict[str, dict]) -> None:
     if call.verb not in (ALLOCATE, DEALLOCATE) or call.status != 200:
         return
     task = orjson.loads(call.request).get("task") or {}
@@ -117,14 +117,14 @@ def _whole(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def _write_body(out: str, cycle: Cycle, name: str, body: bytes) -> str:
+def _write_body(out: str, cycle: RecordedCycle, name: str, body: bytes) -> str:
     directory = Path(out) / cycle.name
     directory.mkdir(parents=True, exist_ok=True)
     (directory / name).write_bytes(body)
     return f"{cycle.name}/{name}"
 
 
-def _case(index: int, call: Call, replayer: Replayer, response: bytes, body_file: str,
+def _case(index: int, call: RecordedCall, replayer: Replayer, response: bytes, body_file: str,
           open_file: str | None, allocations: list[dict]) -> dict:
     name = DECISION_ALIASES.get(call.verb, call.verb)
     subject = subject_of(call.verb, call.request)

@@ -1,5 +1,6 @@
 """Shared per-cycle session state: the stores (SQLite default, Redis) and the per-worker cache.
-May import wire, instance and errors; never lang, decide, policyset, service or web.
+May import wire, verb_names, store_url, instance, process, logs, metrics and errors; never lang, decide,
+policyset, service or web.
 
 See docs/architecture.md ("SessionStore", "Env"). Import ``RedisStore`` from
 ``policy_extender.session.redis``; it is not imported here so the SQLite path needs no redis.

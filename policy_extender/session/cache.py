@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from policy_extender.session.allocation import Allocation, decode_allocation
 from policy_extender.session.counts import Counters, Move
 from policy_extender.session.env import JobsAndQueues, SessionEnv, queue_name_of
-from policy_extender.session.head_watch import Answer, watch_for
+from policy_extender.session.head_watch import HeadAnswer, watch_for
 from policy_extender.session.lost import LostMarker
 from policy_extender.session.store import Change, Head, SessionLost, SessionStore
 from policy_extender.wire.session_views import NO_SESSION
@@ -75,7 +75,7 @@ class _Cached:
 class _Quick(NamedTuple):
     """The env this cache gave for the head watch's answer: given again while the answer holds."""
 
-    answer: Answer
+    answer: HeadAnswer
     env: Any
 
 

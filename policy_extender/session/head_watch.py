@@ -54,7 +54,7 @@ _MAPS: dict[tuple[int, int, int], mmap.mmap | None] = {}
 _MAPS_LOCK = threading.Lock()
 
 
-class Answer(NamedTuple):
+class HeadAnswer(NamedTuple):
     """A head the watch read, and what it holds under: it is given again while the map's header
     still equals ``header``, ``time.time()`` is in [valid_from, valid_until) (up to the session's
     expiry or the next file check), and neither the process (a fork) nor the store's file (its
@@ -79,7 +79,7 @@ class HeadWatch:
         self._next_check = 0.0
         self._map: mmap.mmap | None = None
         #: the last answer, given again while it holds
-        self._seen: Answer | None = None
+        self._seen: HeadAnswer | None = None
         self.queries = 0
 
     def head(self) -> Any:
@@ -88,13 +88,13 @@ class HeadWatch:
             return seen.head
         return self._head_slow()
 
-    def holds(self, answer: Answer) -> bool:
+    def holds(self, answer: HeadAnswer) -> bool:
         """``answer`` is still the store's head: no commit since (the header), not expired nor
         due for a file check, and the same process and file."""
         return (answer.valid_from <= time.time() < answer.valid_until and answer.pid == process.pid
                 and answer.generation == self.store.generation and answer.map[:HEADER_BYTES] == answer.header)
 
-    def last_answer(self) -> Answer | None:
+    def last_answer(self) -> HeadAnswer | None:
         """The last answer, or None: a caller may give what it derived from its ``head`` again
         while :meth:`holds` passes on it (``SessionCache.env``)."""
         return self._seen
@@ -119,7 +119,7 @@ class HeadWatch:
         else:
             head = self._query()  # the header was read first: a commit in between shows as a change
             expires_at = head.opened_at + self.store.ttl_seconds if head is not None else float("inf")
-        self._seen = Answer(header, head, expires_at, valid_from=now,
+        self._seen = HeadAnswer(header, head, expires_at, valid_from=now,
                             valid_until=min(expires_at, now + (self._next_check - mono)),
                             pid=pid, generation=generation, map=mapped)
         return head

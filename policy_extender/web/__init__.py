@@ -1,10 +1,12 @@
-"""HTTP only: the Flask app (``create_app(config)``), the WSGI verb dispatch, body reading, ops routes.
-May import everything below it (service, decide, record, ...); never fixture_runner, replay or commands.
+"""HTTP only: the Flask app (``create_app(config)``), the WSGI verb dispatch, body reading, ops routes, ``/why``.
+May import service, record, decide, session, wire, config, verb_names, process, trace, logs and metrics;
+never fixture_runner, replay or commands.
 
 Verb routes (``POST /predicate`` ...) are answered by :class:`dispatch.VerbDispatch`, a thin WSGI
 layer in front of Flask that reads the body and answers as ``decide.handlers.respond`` does; the ops routes
-are a Flask blueprint; every error is a JSON body ``{"error": ...}``. Long-lived state lives in
-``app.extensions["policy_extender"]`` (:class:`policy_extender.service.Service`).
+(``ops``) and ``GET /why`` (``why``) are Flask blueprints; every error is a JSON body ``{"error": ...}``.
+Long-lived state lives in ``app.extensions["policy_extender"]`` (:class:`policy_extender.service.Service`,
+read through ``current.service()``).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from werkzeug.exceptions import HTTPException
 
 from policy_extender import logs, metrics
 from policy_extender.config import Config
-from policy_extender.decide.names import ON_SESSION_OPEN
 from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
 from policy_extender.logs import RequestIdMiddleware
 from policy_extender.service import RequestRecord, Service
-from policy_extender.web import socket_body
+from policy_extender.verb_names.volcano import ON_SESSION_OPEN
+from policy_extender.web import current, socket_body
 from policy_extender.web.dispatch import VerbDispatch
 from policy_extender.web.ops import ops
+from policy_extender.web.why import why
 
 log = logging.getLogger("policy_extender.web")
 
@@ -37,8 +40,9 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
     svc = Service(config or Config(), sessions=sessions, runtime_dir=runtime_dir)
     socket_body.configure(svc.config.huge_pages, svc.config.keep_body_maps, metrics.count_body_map)
     svc.session_gaps = SessionGaps()
-    app.extensions["policy_extender"] = svc
+    current.keep(app, svc)
     app.register_blueprint(ops)
+    app.register_blueprint(why)
     app.register_error_handler(HTTPException, _http_error)
     # verb calls bind their own request id; the dispatch counts each in the metrics itself
     app.wsgi_app = VerbDispatch(svc, RequestIdMiddleware(app.wsgi_app), notable=_notable_call(svc.config))

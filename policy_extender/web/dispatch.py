@@ -20,12 +20,12 @@ import time
 from typing import Any, Callable, Iterable, NamedTuple
 
 from policy_extender import metrics, trace
-from policy_extender.decide import names
 from policy_extender.decide.handlers import respond
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from, request_log, unbind_request_id
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
+from policy_extender.verb_names import volcano as names
 from policy_extender.web import socket_body
 from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
 from policy_extender.wire import arriving, open_stream, prioritize_stream

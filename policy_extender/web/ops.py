@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import os
 
-from flask import Blueprint, Response, current_app, jsonify
+from flask import Blueprint, Response, jsonify
 
 from policy_extender import metrics as exporter
 from policy_extender.service import Service
 from policy_extender.session.store import SessionLost, StoreUnavailable
+from policy_extender.web.current import service
 
 ops = Blueprint("ops", __name__)
-
-
-def service() -> Service:
-    return current_app.extensions["policy_extender"]
 
 
 @ops.get("/healthz")
@@ -61,6 +58,3 @@ def _session(svc: Service) -> dict | None:
 def metrics():
     body, content_type = exporter.render()
     return Response(body, content_type=content_type)
-
-
-from policy_extender.web import why as _why  # noqa: E402,F401  (registers GET /why on this blueprint; why.py imports ops)

@@ -1,20 +1,23 @@
 """``GET /why?task=NS/NAME`` (or ``job=NS/NAME``, ``queue=NAME``): what the decision tally holds
 about one object, for the open cycle and the kept closed ones (session/tally.py), as JSON.
 
-``policy-extender why`` renders it for people (commands/why.py). Registered on the ops blueprint.
+``policy-extender why`` renders it for people (commands/why.py). A blueprint of its own, registered
+by ``create_app`` beside the ops blueprint.
 """
 
 from __future__ import annotations
 
-from flask import jsonify, request
+from flask import Blueprint, jsonify, request
 
-from policy_extender.web.ops import ops, service
+from policy_extender.web.current import service
 
 KINDS = ("task", "job", "queue")
 
+why = Blueprint("why", __name__)
 
-@ops.get("/why")
-def why():
+
+@why.get("/why")
+def answer():
     """One object's tally: per cycle, newest first; 400 for a malformed query, 404 when the
     tally is off, 503 when the session store cannot be read."""
     given = [kind for kind in KINDS if kind in request.args]

@@ -1,5 +1,5 @@
 """Volcano's Go field names and milli units: pruned msgspec decoders into views, encoders of the Go responses.
-May import schema and errors only; nothing of the language's internals, the session or the service.
+May import schema, errors and trace; nothing of the language's internals, the session or the service.
 
 * ``decode``: pruned msgspec decoders per verb body -> views (``WireError`` -> HTTP 400)
 * ``views``: ``TaskView``, ``NodeView``, ``JobView``, ``QueueView``, ``Resources``, ``Counts``;

@@ -17,12 +17,12 @@ from policy_extender import trace
 from policy_extender.errors import WireError
 from . import arriving, node_reuse
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, required, struct_of
-from .session_views import NO_SESSION, Allocation
+from .session_views import NO_SESSION, PlacedTask
 from .snapshot import Snapshot, allocation_in, decode_session_open
 from .views import JobView, NodeView, QueueView, TaskView
 
 __all__ = ["decode_predicate", "decode_prioritize", "decode_victims", "decode_job", "decode_queue",
-           "decode_task_event", "decode_session_open", "decode_session_close", "decode_allocation",
+           "decode_task_event", "decode_session_open", "decode_session_close", "decode_placed_task",
            "WireError", "PredicateRequest", "PrioritizeRequest", "VictimsRequest", "JobRequest",
            "QueueRequest", "TaskEventRequest"]
 
@@ -212,8 +212,8 @@ def decode_session_close(body: bytes) -> None:
     decode_json(_CLOSE_DECODER, body)
 
 
-def decode_allocation(body: bytes, reads: Reads | None = None, snapshot: Snapshot | None = None) -> Allocation:
-    """allocateFunc body -> ``Allocation(task_uid, job_uid, queue_name, node_name, resources)``,
+def decode_placed_task(body: bytes, reads: Reads | None = None, snapshot: Snapshot | None = None) -> PlacedTask:
+    """allocateFunc body -> ``PlacedTask(task_uid, job_uid, queue_name, node_name, resources)``,
     the queue looked up in ``snapshot`` (empty when the job is unknown or there is none)."""
     task = decode_task_event(body, reads).task
     return allocation_in(task, snapshot if snapshot is not None else NO_SESSION)

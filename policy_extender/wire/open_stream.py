@@ -71,7 +71,7 @@ from . import arriving
 from . import node_reuse
 from .node_reuse import digest, kept_element
 from .reading import DECODE_ERRORS, FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
-from .snapshot import _Object, _open_decoder
+from .snapshot import AnyObject, open_body_decoder
 
 #: decode once this much more has arrived (one decode call holds the GIL ~1 ms per 1.3 MB)
 PIECE_BYTES = 2 << 20
@@ -127,7 +127,7 @@ os.register_at_fork(after_in_child=_forget_jobs)  # digests are under the parent
 @built_once
 def _piece_decoders(frozen: FrozenReads) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
     job = struct_of(frozen, "job")
-    return (msgspec.json.Decoder(dict[str, job | None]), msgspec.json.Decoder(dict[str, _Object | None]))
+    return (msgspec.json.Decoder(dict[str, job | None]), msgspec.json.Decoder(dict[str, AnyObject | None]))
 
 
 class OpenStream:
@@ -382,7 +382,7 @@ class OpenStream:
         arrived; raises ``WireError`` exactly as the whole decoder does."""
         while self.feed(self.length):
             pass
-        decoder = _open_decoder(self.frozen)
+        decoder = open_body_decoder(self.frozen)
         if self.state == _OFF or (self.pieces == 0 and self.reused == 0 and self.jobs_reused == 0):
             return decode_json(decoder, self.buffer)
         sentinel = b'"\\u0000' + os.urandom(8).hex().encode() + b'"'

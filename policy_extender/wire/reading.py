@@ -80,7 +80,7 @@ def _friendly_type(name: str) -> str:
     return " or ".join(n for n in names if n != "null") or "null"
 
 
-#: The onSessionOpen body's maps, required of it (``snapshot._open_decoder``).
+#: The onSessionOpen body's maps, required of it (``snapshot.open_body_decoder``).
 _OPEN_MAPS = {"Jobs": "an object", "Nodes": "an object", "Queues": "an object"}
 
 #: The Go struct (``structs.GO_KEYS``) of the object at a path ending in this key or index:

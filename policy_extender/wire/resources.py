@@ -19,7 +19,7 @@ from .quantity import parse_quantity, whole
 _SHORTHANDS = schema.RESOURCE_SHORTHANDS
 
 
-def _get(obj, key: str):
+def field_of(obj, key: str):
     """``obj.key`` for a decoded Struct, ``obj[key]`` for a plain dict, None when absent."""
     if obj is None:
         return None
@@ -95,15 +95,15 @@ def amount_from_wire(resource, name: str) -> int | float:
     others: a rule reading ``node.idle.gpu`` pays for one amount, not for every resource."""
     if resource is None:
         return 0
-    scalars = _get(resource, "ScalarResources")
+    scalars = field_of(resource, "ScalarResources")
     if scalars:
         value = scalars.get(name, _ABSENT)
         if value is not _ABSENT:  # a scalar wins, as it does in from_wire's loop
             return _scalar(name, value)
     if name == "cpu":
-        return whole((_get(resource, "MilliCPU") or 0) / 1000)
+        return whole((field_of(resource, "MilliCPU") or 0) / 1000)
     if name == "memory":
-        return whole(_get(resource, "Memory") or 0)
+        return whole(field_of(resource, "Memory") or 0)
     return 0
 
 
@@ -113,7 +113,7 @@ _trunc = math.trunc
 
 
 def amount_reader(key: str, name: str):
-    """``raw -> amount_from_wire(_get(raw, key), name)`` as one function: what a rule's
+    """``raw -> amount_from_wire(field_of(raw, key), name)`` as one function: what a rule's
     ``node.idle.gpu`` runs on every call (``View.raw_amount_reader``), the steps inline.
 
     A decoded Struct holding a ``structs.Resource`` (the wire path) is read with one C call

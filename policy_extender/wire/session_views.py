@@ -19,7 +19,7 @@ from .quantity import whole
 from .resources import EMPTY, NO_COUNTS, Counts, Resources
 
 
-class Allocation(NamedTuple):
+class PlacedTask(NamedTuple):
     """One task allocated in this cycle; ``resources`` in whole units by full resource name."""
 
     task_uid: str
@@ -173,7 +173,7 @@ class SessionView:
         return f"SessionView(open={self.open}, allocated={self.allocated!r})"
 
 
-def _net(placed: list[Allocation], evicted: list[Allocation]) -> Counts:
+def _net(placed: list[PlacedTask], evicted: list[PlacedTask]) -> Counts:
     """The allocations' counts minus the evictions' (a key that nets to nothing stays, as zero)."""
     plus, minus = Counts.from_allocations(placed), Counts.from_allocations(evicted)
     amounts = plus.as_dict()
@@ -182,7 +182,7 @@ def _net(placed: list[Allocation], evicted: list[Allocation]) -> Counts:
     return Counts(plus.tasks - minus.tasks, amounts)
 
 
-def _group(placed: list[Allocation], evicted: list[Allocation], index: int) -> dict[str, Counts]:
+def _group(placed: list[PlacedTask], evicted: list[PlacedTask], index: int) -> dict[str, Counts]:
     groups: dict[str, tuple[list, list]] = {}
     for sign, allocations in enumerate((placed, evicted)):
         for allocation in allocations:
@@ -190,7 +190,7 @@ def _group(placed: list[Allocation], evicted: list[Allocation], index: int) -> d
     return {key: _net(*group) for key, group in groups.items() if key}
 
 
-def allocation_view(allocation: Allocation, seq: int = 0) -> AllocationView:
+def allocation_view(allocation: PlacedTask, seq: int = 0) -> AllocationView:
     """The list element of ``allocation`` (resources in whole units by full name)."""
     resources = allocation.resources
     return AllocationView(allocation.task_uid, allocation.job_uid, allocation.queue_name,
@@ -198,15 +198,15 @@ def allocation_view(allocation: Allocation, seq: int = 0) -> AllocationView:
                           resources if isinstance(resources, Resources) else Resources(resources), seq)
 
 
-class Tally:
+class CycleAllocations:
     """This cycle's allocations (and evictions: tasks that ran before the cycle, net -1) summed
     once (total, by queue, job and node) and listed, then viewed cheaply."""
 
     __slots__ = ("total", "by_queue", "by_job", "by_node", "placed", "evicted")
 
     def __init__(self, allocations: Iterable = (), evictions: Iterable = ()):
-        allocations = [Allocation(*a) for a in allocations]
-        evictions = [Allocation(*a) for a in evictions]
+        allocations = [PlacedTask(*a) for a in allocations]
+        evictions = [PlacedTask(*a) for a in evictions]
         self.total = _net(allocations, evictions)
         self.by_queue = _group(allocations, evictions, 2)
         self.by_job = _group(allocations, evictions, 1)
@@ -258,7 +258,7 @@ class SnapshotEnv:
         self._jobs = {uid: view.with_env(self) for uid, view in dict(jobs).items()}
         self._queues = {name: view.with_env(self) for name, view in dict(queues).items()}
         self._queues_by_uid = {view.uid: view for view in self._queues.values() if view.uid}
-        self.tally = Tally(allocations, evictions)
+        self.tally = CycleAllocations(allocations, evictions)
 
     def job(self, uid: str):
         return self._jobs.get(uid) if uid else None

@@ -14,31 +14,31 @@ import msgspec
 
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
 from .resources import Resources
-from .session_views import NO_SESSION, Allocation
+from .session_views import NO_SESSION, PlacedTask
 from .views import JobView, QueueView, TaskView
 
 _MSGPACK = msgspec.msgpack.Encoder()
 
 
-class _Object(msgspec.Struct, forbid_unknown_fields=False):
+class AnyObject(msgspec.Struct, forbid_unknown_fields=False):
     """Any JSON object, its keys skipped unparsed: how a node of onSessionOpen is checked."""
 
 
 @built_once
-def _open_decoder(frozen: FrozenReads) -> msgspec.json.Decoder:
+def open_body_decoder(frozen: FrozenReads) -> msgspec.json.Decoder:
     """``Jobs``, ``Nodes`` and ``Queues`` required as objects (Volcano's session always has the
     three maps, made non-nil, so they are never null; empty is a cluster with none): an open
     without them would replace the live session with an empty one. A node is only checked to be
     an object or null, its keys skipped (the snapshot does not keep nodes)."""
     job, queue = struct_of(frozen, "job"), struct_of(frozen, "queue")
-    fields = [("Jobs", dict[str, job | None]), ("Nodes", dict[str, _Object | None]),
+    fields = [("Jobs", dict[str, job | None]), ("Nodes", dict[str, AnyObject | None]),
               ("Queues", dict[str, queue | None])]
     return msgspec.json.Decoder(msgspec.defstruct("SessionOpenBody", fields))
 
 
 def decode_open_body(body: bytes, reads: Reads | None = None):
     """The onSessionOpen body's ``Jobs`` and ``Queues``, pruned (a Struct; Nodes only checked)."""
-    return decode_json(_open_decoder(freeze_reads(reads)), body)
+    return decode_json(open_body_decoder(freeze_reads(reads)), body)
 
 
 def encode_snapshot(pruned) -> bytes:
@@ -111,9 +111,9 @@ def allocation_from_task(task: TaskView) -> TaskAllocation:
     return TaskAllocation(task.uid or "", task.job_id or "", task.node_name or "", requests.as_dict())
 
 
-def allocation_in(task: TaskView, snapshot) -> Allocation:
+def allocation_in(task: TaskView, snapshot) -> PlacedTask:
     """The task's allocation with its queue looked up in ``snapshot`` (an Env or Snapshot)."""
     job = snapshot.job(task.job_id) if task.job_id else None
     queue_name = (job.queue_name if job is not None else None) or ""
     found = allocation_from_task(task)
-    return Allocation(found.task_uid, found.job_uid, queue_name, found.node_name, found.resources)
+    return PlacedTask(found.task_uid, found.job_uid, queue_name, found.node_name, found.resources)

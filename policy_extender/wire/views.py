@@ -13,12 +13,12 @@ import operator
 import msgspec
 
 from .paths import LEGACY_CRD, TASK_STATUSES
-from .resources import Counts, Resources, _get, amount_from_wire, amount_reader
-from .session_views import NO_SESSION, Allocation, AllocationView, NoSession, SessionView, SnapshotEnv, Tally
+from .resources import Counts, Resources, amount_from_wire, amount_reader, field_of
+from .session_views import NO_SESSION, AllocationView, CycleAllocations, NoSession, PlacedTask, SessionView, SnapshotEnv
 
 __all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
-           "Resources", "Counts", "SessionView", "AllocationView", "Tally", "Allocation", "NoSession", "NO_SESSION",
-           "SnapshotEnv", "VIEW_TYPES", "WireMapping", "WireResources"]
+           "Resources", "Counts", "SessionView", "AllocationView", "CycleAllocations", "PlacedTask", "NoSession",
+           "NO_SESSION", "SnapshotEnv", "VIEW_TYPES", "WireMapping", "WireResources"]
 
 #: Task statuses that count as ready for a job (Volcano's ReadyTaskNum).
 READY_STATUSES = frozenset({2, 8, 16, 32, 128})
@@ -27,7 +27,7 @@ PENDING_STATUS = 1
 
 def _dig(obj, *keys):
     """``obj.k1.k2...`` through Structs and dicts alike; None as soon as a step is missing.
-    (``_get`` inlined: a predicate call digs a dozen times, the call per step was a third of it.)"""
+    (``field_of`` inlined: a predicate call digs a dozen times, the call per step was a third of it.)"""
     for key in keys:
         if obj is None:
             return None
@@ -133,7 +133,7 @@ class WireResources(property):
     whole units; ``View.amount`` reads a single amount of it (``amount_from_wire``)."""
 
     def __init__(self, key: str, doc: str | None = None) -> None:
-        super().__init__(lambda view: Resources.from_wire(_get(view.raw, key)), doc=doc)
+        super().__init__(lambda view: Resources.from_wire(field_of(view.raw, key)), doc=doc)
         self.key = key
 
 
@@ -155,7 +155,7 @@ class View:
         (what the compiler reads for ``node.idle.gpu``)."""
         wire = getattr(type(self), field, None)
         if type(wire) is WireResources:
-            return amount_from_wire(_get(self.raw, wire.key), name)
+            return amount_from_wire(field_of(self.raw, wire.key), name)
         return getattr(self, field)[name]
 
     @classmethod
@@ -174,7 +174,7 @@ class View:
         return wire.path if type(wire) is WireMapping else None
 
     def __repr__(self) -> str:
-        ident = _get(self.raw, "UID") or _get(self.raw, "Name") or _get(self.raw, "key")
+        ident = field_of(self.raw, "UID") or field_of(self.raw, "Name") or field_of(self.raw, "key")
         return f"{type(self).__name__}({ident!r})"
 
 
@@ -208,7 +208,7 @@ class TaskView(View):
     requests = WireResources("Resreq")
     init_requests = WireResources("InitResreq")
     node_selector = _mapping("Pod", "spec", "nodeSelector")
-    status = property(lambda self: TASK_STATUSES.get(_get(self.raw, "Status")))
+    status = property(lambda self: TASK_STATUSES.get(field_of(self.raw, "Status")))
     preemptable = _flag("Preemptable")
     best_effort = _flag("BestEffort")
     node_name = _string("NodeName")
@@ -251,11 +251,11 @@ class NodeView(View):
     @property
     def conditions(self) -> dict[str, str]:
         found = _elements(_dig(self.raw, "Node", "status", "conditions"))
-        return {_get(c, "type"): _get(c, "status") for c in found if _get(c, "type")}
+        return {field_of(c, "type"): field_of(c, "status") for c in found if field_of(c, "type")}
 
     @property
     def tasks(self) -> list[TaskView]:
-        return [TaskView(t, self.env) for t in _elements(_get(self.raw, "Tasks"))]
+        return [TaskView(t, self.env) for t in _elements(field_of(self.raw, "Tasks"))]
 
 
 class JobView(View):
@@ -283,10 +283,10 @@ class JobView(View):
 
     @property
     def tasks(self) -> list[TaskView]:
-        return [TaskView(t, self.env) for t in _elements(_get(self.raw, "Tasks"))]
+        return [TaskView(t, self.env) for t in _elements(field_of(self.raw, "Tasks"))]
 
     def _statuses(self) -> list:
-        return [_get(t, "Status") for t in _elements(_get(self.raw, "Tasks"))]
+        return [field_of(t, "Status") for t in _elements(field_of(self.raw, "Tasks"))]
 
     @property
     def ready_tasks(self) -> int:

@@ -18,7 +18,7 @@ from policy_extender.decide.table import VERBS as TABLE
 from policy_extender.errors import PolicyError
 from policy_extender.policyset import compile_sources
 from policy_extender.wire import decode
-from policy_extender.wire.session_views import NO_SESSION, Allocation, SnapshotEnv
+from policy_extender.wire.session_views import NO_SESSION, PlacedTask, SnapshotEnv
 from policy_extender.wire.views import JobView, QueueView
 
 CASES = Path(__file__).parent / "cases"
@@ -70,7 +70,7 @@ def env_of(case: dict, reads) -> object:
     jobs = {j["UID"]: _view(decode.decode_job, "job", merged(JOB, j), reads) for j in session.get("jobs", [])}
     queues = {q["Name"]: _view(decode.decode_queue, "queue", merged(QUEUE, q), reads) for q in session.get("queues", [])}
     def listed(key):
-        return [Allocation(a["task"], a["job"], a["queue"], a["node"], a.get("resources", {}))
+        return [PlacedTask(a["task"], a["job"], a["queue"], a["node"], a.get("resources", {}))
                 for a in session.get(key, [])]
     return SnapshotEnv(jobs, queues, listed("allocations"), listed("evictions"))
 

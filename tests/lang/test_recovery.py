@@ -25,7 +25,7 @@ def test_the_statements_that_parse_are_kept_beside_the_errors():
         parse_file("a.policy", "filter a: (\nfilter b: true\nlet c = = 1\nscore d: 1\n")
     partial = caught.value.partial
     assert [(type(s).__name__, getattr(s, "name", None)) for s in partial.statements] == [
-        ("Rule", "b"), ("Let", "c"), ("Rule", "d")]
+        ("RuleStatement", "b"), ("Let", "c"), ("RuleStatement", "d")]
     assert partial.statements[1].expr is None  # stands for the let that did not parse
     assert [d.span.line for d in caught.value.diagnostics] == [1, 3]
 

@@ -135,7 +135,7 @@ metadata:
 """
 
 
-def merged(text: str, replace: bool = False, **options) -> volcano_conf.Result:
+def merged(text: str, replace: bool = False, **options) -> volcano_conf.Merged:
     return volcano_conf.merge(text, volcano_conf.extender_plugin(**options), replace=replace)
 
 

@@ -99,7 +99,7 @@ def test_a_move_to_a_replaced_file_is_seen_at_once(tmp_path):
 
 
 def test_an_answer_names_its_head_and_holds_until_another_connection_commits(tmp_path):
-    """The watch's last answer (``Answer``, by field name) is the head it gave, and holds
+    """The watch's last answer (``HeadAnswer``, by field name) is the head it gave, and holds
     (``HeadWatch.holds``: what the session cache gives its env again under) until a commit by
     any connection to the file; then the next head() reads the new head."""
     path = str(tmp_path / "s.sqlite3")

@@ -14,7 +14,7 @@ import pytest
 
 from policy_extender.decide import tallying
 from policy_extender.decide.decisions import BoolDecision, FilterDecision, StatusDecision
-from policy_extender.decide.names import JOB_ENQUEUEABLE, JOB_READY, PREEMPTABLE, PRIORITIZE
+from policy_extender.verb_names.volcano import JOB_ENQUEUEABLE, JOB_READY, PREEMPTABLE, PRIORITIZE
 from policy_extender.decide.table import VERBS
 from policy_extender.session.sqlite import SqliteStore
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from policy_extender.wire import decode
-from policy_extender.wire.session_views import NO_SESSION, Allocation, SnapshotEnv
+from policy_extender.wire.session_views import NO_SESSION, PlacedTask, SnapshotEnv
 
 #: the test suite's copy of the shared sample bodies (tests/samples)
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -25,7 +25,7 @@ def snapshot_env(reads) -> SnapshotEnv:
     queues = {q["Name"]: decode.decode_queue(json.dumps({"queue": q}).encode(), reads).queue
               for q in snapshot["Queues"].values()}
     job = next(iter(snapshot["Jobs"].values()))
-    allocations = [Allocation("t-x", job["UID"], job["Queue"], "node-0", {"nvidia.com/gpu": 1, "cpu": 2})]
+    allocations = [PlacedTask("t-x", job["UID"], job["Queue"], "node-0", {"nvidia.com/gpu": 1, "cpu": 2})]
     return SnapshotEnv(jobs, queues, allocations)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from policy_extender.wire.quantity import CAP, parse_quantity
 from policy_extender.wire.resources import Counts, Resources
-from policy_extender.wire.session_views import NO_SESSION, Allocation, SessionView, Tally
+from policy_extender.wire.session_views import NO_SESSION, CycleAllocations, PlacedTask, SessionView
 
 
 @pytest.mark.parametrize("text,value", [
@@ -72,15 +72,15 @@ def test_resources_from_quantities_and_empty():
 
 def test_counts_from_allocations_sum_tasks_and_resources():
     allocs = [("t1", "j1", "q", "n1", {"cpu": 2, "nvidia.com/gpu": 1}),
-              Allocation("t2", "j1", "q", "n2", {"cpu": 1.5, "memory": 10})]
+              PlacedTask("t2", "j1", "q", "n2", {"cpu": 1.5, "memory": 10})]
     c = Counts.from_allocations(allocs)
     assert (c.tasks, c.cpu, c.gpu, c.memory) == (2, 3.5, 1, 10)
     assert Counts.from_allocations([]) == Counts()
 
 
 def test_tally_groups_by_job_queue_and_node():
-    tally = Tally([("t1", "j1", "q1", "n1", {"gpu": 1}), ("t2", "j2", "q1", "n1", {"gpu": 2}),
-                   ("t3", "j2", "q2", "n2", {"gpu": 4})])
+    tally = CycleAllocations([("t1", "j1", "q1", "n1", {"gpu": 1}), ("t2", "j2", "q1", "n1", {"gpu": 2}),
+                              ("t3", "j2", "q2", "n2", {"gpu": 4})])
     view = tally.session_view("j2", "q1", "n1")
     assert view.open and view.allocated.gpu == 7 and view.allocated.tasks == 3
     assert (view.job.gpu, view.queue.gpu, view.node.gpu) == (6, 3, 3)
@@ -129,11 +129,11 @@ def test_one_amount_is_that_amount_of_the_whole_conversion(text):
 
 @pytest.mark.parametrize("text", ONE_AMOUNT_RESOURCES)
 def test_a_raw_amount_reader_reads_what_one_amount_of_the_field_reads(text):
-    """``amount_reader(key, name)(raw)`` is ``amount_from_wire(_get(raw, key), name)``, value and
+    """``amount_reader(key, name)(raw)`` is ``amount_from_wire(field_of(raw, key), name)``, value and
     type, on Structs and dicts holding the resource, and on raws without it."""
     import msgspec
 
-    from policy_extender.wire.resources import _get, amount_from_wire, amount_reader
+    from policy_extender.wire.resources import amount_from_wire, amount_reader, field_of
     from policy_extender.wire.structs import Resource
 
     class Holder(msgspec.Struct):
@@ -148,7 +148,7 @@ def test_a_raw_amount_reader_reads_what_one_amount_of_the_field_reads(text):
         for name in ONE_AMOUNT_NAMES:
             read = amount_reader("Idle", name)
             for raw in raws:
-                got, want = read(raw), amount_from_wire(_get(raw, "Idle"), name)
+                got, want = read(raw), amount_from_wire(field_of(raw, "Idle"), name)
                 assert (got, type(got)) == (want, type(want)), (text, name, raw)
 
 

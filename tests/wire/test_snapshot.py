@@ -5,7 +5,7 @@ import json
 import pytest
 
 from policy_extender.wire import snapshot
-from policy_extender.wire.decode import decode_allocation, decode_task_event
+from policy_extender.wire.decode import decode_placed_task, decode_task_event
 from policy_extender.errors import WireError
 from policy_extender.wire.session_views import SnapshotEnv
 
@@ -71,9 +71,9 @@ def test_allocation_from_task_is_whole_units(full):
     assert found.resources == {"cpu": 2, "memory": 8 * 2**30, "nvidia.com/gpu": 2, "pods": 1}
 
 
-def test_decode_allocation_finds_the_queue_in_the_snapshot(full):
+def test_decode_placed_task_finds_the_queue_in_the_snapshot(full):
     loaded = snapshot.decode_session_open(sample("onSessionOpen"), full)
-    allocation = decode_allocation(sample("allocateFunc"), full, loaded)
+    allocation = decode_placed_task(sample("allocateFunc"), full, loaded)
     assert allocation.queue_name == "restricted"
     env = SnapshotEnv(loaded.jobs, loaded.queues, [allocation])
     view = env.session_view(JOB_002, "restricted", "node-0000")

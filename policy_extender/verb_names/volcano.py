@@ -1,6 +1,6 @@
 """Volcano's verb kinds (``extender.<kind>Verb``), the one place they are written, in the order
 of its extender plugin's arguments (``extender.go``). Imports nothing: the CLI and the
-configuration read them at start-up; ``table.VERBS`` says what each one does."""
+configuration read them at start-up; ``decide.table.VERBS`` says what each one does."""
 
 ON_SESSION_OPEN = "onSessionOpen"
 ON_SESSION_CLOSE = "onSessionClose"
