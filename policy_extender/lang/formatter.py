@@ -95,7 +95,7 @@ class Formatter:
         items += [(c.line, c.line, [c.text]) for c in comments if id(c) not in used]
         items.sort(key=lambda item: item[0])
         out: list[str] = []
-        for i, (first, last, lines) in enumerate(items):
+        for i, (first, _last, lines) in enumerate(items):
             if i and self._has_blank(items[i - 1][1], first):
                 out.append("")
             out += lines

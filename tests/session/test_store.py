@@ -6,7 +6,6 @@ import pickle
 import threading
 import time
 
-import pytest
 
 SNAPSHOT = b"\x83\xa4Jobs\x00\xff binary snapshot \x00"
 SOURCES = {"zone.policy": "filter node.labels.zone == task.annotations.zone\n",

@@ -9,7 +9,6 @@ import os
 import time
 
 import pytest
-import redis
 
 from policy_extender.session import SessionCache, decode_allocation, encode_allocation
 from policy_extender.session.allocation import AllocationRecord

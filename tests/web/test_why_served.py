@@ -185,7 +185,7 @@ def test_why_counts_the_decisions_answered_over_two_workers_and_keeps_three_clos
         assert out.returncode == 0, out.stderr
         last = cycles[-1]
         assert f"cycle {last['id']} (open, opened " in out.stdout
-        line = next(l for l in out.stdout.splitlines() if l.startswith("task ml/train-7-0: "))
+        line = next(s for s in out.stdout.splitlines() if s.startswith("task ml/train-7-0: "))
         assert line.startswith(f"task ml/train-7-0: {last['fit']} of {last['answers']} nodes fit: ")
         for rule, count in last["rejected"].items():
             assert re.search(rf"(^|; ){count} {rule} \(a\.policy:\d\): ", line.split("nodes fit: ", 1)[1]), line

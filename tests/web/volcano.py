@@ -275,7 +275,7 @@ class SentinelCluster:
             self.master = self._redis(self.master_port)
             self.replica = self._redis(self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port))
             self.sentinel_ports = []
-            for n in range(3):
+            for _ in range(3):
                 port = free_port()
                 conf = self.state_dir / f"sentinel-{port}.conf"  # each sentinel rewrites its own file
                 conf.write_text(
