@@ -35,7 +35,7 @@ log = logging.getLogger("policy_extender.web")
 _DEBUG = logging.DEBUG
 #: the request log's level -> enabled, as ``Logger.isEnabledFor`` caches it (a dict logging
 #: empties in place whenever a level changes); an empty dict of our own where there is none
-_REQUEST_LOG_LEVELS: dict = getattr(request_log, "_cache", None)
+_REQUEST_LOG_LEVELS: Any = getattr(request_log, "_cache", None)
 if not isinstance(_REQUEST_LOG_LEVELS, dict):
     _REQUEST_LOG_LEVELS = {}
 
@@ -157,13 +157,13 @@ class VerbDispatch:
                                        reply.body.decode() if status != 200 else "")
                 if notable:
                     try:
-                        self.notable(record)
+                        self.notable(record)  # type: ignore[misc]  # notable: not None
                     except Exception:  # a log line that cannot be written must not fail the call
                         log.exception("the log line of a %s call failed", kind)
                 if service.finished:
                     service.report(record)
             if marks is not None:
-                self.tracer.end(kind, started, marks)
+                self.tracer.end(kind, started, marks)  # type: ignore[union-attr]  # marks: a tracer's
         finally:
             # put back: a verb call is never nested in another (the server calls the app once
             # per request on its thread), so what was there is NO_REQUEST; not read, as
@@ -215,6 +215,7 @@ class AnswerThenRelease:
     (10-20 ms for 268 MB, which the client then does not wait for)."""
 
     __slots__ = ("_answer", "_body")
+    _body: mmap.mmap | None
 
     def __init__(self, answer: bytes, body: mmap.mmap) -> None:
         self._answer, self._body = answer, body
