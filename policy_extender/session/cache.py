@@ -122,7 +122,7 @@ class SessionCache:
         quick = self._quick
         if quick is not None:
             now = _time()
-            if (quick[3] <= now < quick[4] and quick[5] is process.pid and quick[6] is self.store.generation
+            if (quick[3] <= now < quick[4] and quick[5] is process.pid and quick[6] is self.store.generation  # type: ignore[attr-defined]  # a watched store's
                     and quick[7][:HEADER_BYTES] == quick[0]):
                 return quick[8]
         return self._env()

@@ -80,6 +80,8 @@ class SessionCounts:
 class SessionStore(Protocol):
     """Shared per-cycle state; SqliteStore and RedisStore behave identically."""
 
+    ttl_seconds: float  # a session never closed is forgotten this long after its open
+
     def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
         """Start a new session (fresh id, seq 0) replacing any previous one and its allocations."""
 

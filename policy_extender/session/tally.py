@@ -178,10 +178,9 @@ class Tally:
 
     # -- recording (verb handlers; never touches the store) -------------------------------------
 
-    def cycle(self, head) -> CycleAggregate | None:
-        """This process's aggregate of ``head``'s cycle (call with the lock held), or None."""
-        if head is None or not self.enabled:
-            return None
+    def cycle(self, head) -> CycleAggregate:
+        """This process's aggregate of ``head``'s cycle (call with the lock held; every caller
+        has returned already when ``head`` is None or the tally is off)."""
         found = self._pending.get(head.session_id)
         if found is None:
             if len(self._pending) > self.keep_closed:  # a cycle never flushed: bounded anyway
@@ -542,7 +541,7 @@ def describe(kind: str, counts: dict[str, int], notes: dict[str, str]) -> dict:
                 entry["reasons"][parts[2]] = notes[path]
     if kind == "task":
         if "p" in counts:
-            rejected = {}
+            rejected: dict[str, dict[str, Any]] = {}
             for path, n in counts.items():
                 parts = path.split(SEP)
                 if parts[:2] == ["p", "rej"]:
