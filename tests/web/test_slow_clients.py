@@ -113,7 +113,7 @@ class Tricklers:
                 next_byte += 1
                 for key in list(self.selector.get_map().values()):
                     try:
-                        key.fileobj.send(b" ")
+                        key.fileobj.send(b" ")  # type: ignore[union-attr]  # a socket
                     except BlockingIOError:
                         pass
                     except OSError:  # closed by the server: its answer is read when readable
@@ -139,7 +139,7 @@ class Tricklers:
         self.keep.clear()
         self.thread.join(timeout=wait)
         for key in list(self.selector.get_map().values()):
-            key.fileobj.close()
+            key.fileobj.close()  # type: ignore[union-attr]  # a socket
 
 
 @pytest.fixture(scope="module")

@@ -87,7 +87,7 @@ def run_cycle(volcano: VolcanoClient, rounds: int, enqueue_calls: int, close: bo
     volcano.call("onSessionOpen", (SAMPLES / "onSessionOpen.json").read_bytes())
     bodies = [(labels, predicate_body(i, labels)) for _ in range(rounds) for i, labels in enumerate(NODES)]
     answers = volcano.parallel_map(lambda item: (item[0], volcano.call("predicate", item[1], fresh=True)), bodies)
-    rejected = Counter()
+    rejected: Counter[str] = Counter()
     fit = 0
     for labels, answer in answers:
         rule = expected_rule(labels)

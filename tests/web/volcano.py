@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -75,7 +75,7 @@ class VolcanoClient:
     def parallel(self, verb: str, bodies: list, fresh: bool = False) -> list:
         return list(self._pool.map(lambda body: self.call(verb, body, fresh), bodies))
 
-    def parallel_map(self, function, items: list) -> list:
+    def parallel_map(self, function, items: Iterable) -> list:
         """``function(item)`` for every item, ``workers`` at once (each thread its connection)."""
         return list(self._pool.map(function, items))
 
@@ -311,7 +311,7 @@ class SentinelCluster:
 
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
         try:
-            return client.sentinel_master(self.MASTER_NAME)
+            return client.sentinel_master(self.MASTER_NAME)  # type: ignore[return-value]  # a dict for one master
         finally:
             client.close()
 
