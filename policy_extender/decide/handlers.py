@@ -133,7 +133,7 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
         decision = verb.decide(policy_set, request, env)  # type: ignore[misc]  # a deciding verb
         outcome = verb.outcome(decision)
         after(service, verb.name, policy_set, env, request, decision, outcome)
-        return Reply(verb.encode(decision, request), decision=outcome,  # type: ignore[misc]
+        return Reply(verb.encode(decision, request), decision=outcome,  # type: ignore[misc]  # as above
                      rule=getattr(decision, "rule", None) or "")
     return decide
 

@@ -80,7 +80,7 @@ class PolicySet:
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
         slots = self._slots
-        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]  # type: ignore[arg-type]
+        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]  # type: ignore[arg-type]  # as above
         for rule in self._rules("score"):
             raw = [_score(rule, c) for c in contexts]
             if all(v is _SKIPPED for v in raw):

@@ -318,7 +318,7 @@ class Checker:
     def unavailable(self, node: ast.Name, scope: Scope) -> Typed:
         roots = ", ".join(schema.DECISION_ROOTS[scope.kind])  # type: ignore[index]  # a rule's scope: kind is set
         via = f" ('{scope.shorthand}' reads {node.name})" if scope.shorthand else ""
-        return self.error(codes.E401, f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,  # type: ignore[arg-type]
+        return self.error(codes.E401, f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,  # type: ignore[arg-type]  # as above
                           f"{scope.kind} rules can read {roots}")
 
     def use_let(self, node: ast.Name, let: ast.Let, scope: Scope) -> Typed:

@@ -250,7 +250,7 @@ class OpenStream:
                 if closes is None:
                     return took
                 took_one(key, found[1])  # type: ignore[index]  # closes is only set from a found
-                self._taken(found[0], closes)  # type: ignore[index]
+                self._taken(found[0], closes)  # type: ignore[index]  # as above
                 took = True
                 if closes:
                     return took

@@ -32,7 +32,7 @@ def _open_decoder(frozen: FrozenReads) -> msgspec.json.Decoder:
     an object or null, its keys skipped (the snapshot does not keep nodes)."""
     job, queue = struct_of(frozen, "job"), struct_of(frozen, "queue")
     fields = [("Jobs", dict[str, job | None]), ("Nodes", dict[str, _Object | None]),  # type: ignore[valid-type]  # a Struct built at run time
-              ("Queues", dict[str, queue | None])]  # type: ignore[valid-type]
+              ("Queues", dict[str, queue | None])]  # type: ignore[valid-type]  # as above
     return msgspec.json.Decoder(msgspec.defstruct("SessionOpenBody", fields))
 
 

@@ -45,7 +45,7 @@ def other_process(tmp_path):
         process = SPAWN.Process(target=writer, args=(path, ttl, child))
         process.start()
         started.append((process, parent))
-        return lambda command: (parent.send(command), parent.recv())[1]  # type: ignore[func-returns-value]
+        return lambda command: (parent.send(command), parent.recv())[1]  # type: ignore[func-returns-value]  # send() is None: [1] is recv()
 
     yield path, start
     for process, parent in started:

@@ -246,7 +246,7 @@ def one_byte_damages_decode_like_the_whole_decoder(good: bytes, first: int, last
         body = bytes(body)  # type: ignore[assignment]  # frozen for the decoders
         before()
         try:
-            expected: tuple[str, object] = ("ok", whole(body))  # type: ignore[arg-type]
+            expected: tuple[str, object] = ("ok", whole(body))  # type: ignore[arg-type]  # bytes since bytes(body)
         except Exception as error:  # the whole decoder's error is what must come out
             expected = ("error", str(error))
         buffer = bytearray(body)
