@@ -87,7 +87,7 @@ def predicate_part(args, rows: list[dict]) -> None:
     results = {(kind, p): [] for kind in ("bare-socket", "service") for p in pods_sizes}
     servers = {"bare-socket": Server("bare-socket").start(), "service": Server("service", extra=DEFAULT_FLAGS).start()}
     try:
-        for kind, server in servers.items():
+        for server in servers.values():
             for p in pods_sizes:
                 load_run(server, calls[p], ctx, 16, max_calls=200)        # warm-up
         for _ in range(args.runs):

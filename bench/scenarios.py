@@ -131,7 +131,7 @@ def measure(ctx: Context, scenario: str, calls, concurrency: int, wanted=ALL_SER
     servers = {kind: s for kind in servers_for(ctx, wanted) if (s := start(ctx, kind)) is not None}
     runs: dict[str, list[dict]] = {kind: [] for kind in servers}
     try:
-        for kind, server in servers.items():
+        for server in servers.values():
             load_run(server, calls, ctx, concurrency, max_calls=max_calls and max(1, max_calls // 4))   # warm-up
         order = list(servers.items())
         for round_number in range(ctx.runs):
@@ -408,7 +408,7 @@ def connection_pattern_scenario(pods: int) -> Callable[[Context], None]:
         servers = {kind: s for kind in servers_for(ctx, ("bare", "handwritten-wsgi", "service")) if (s := start(ctx, kind)) is not None}
         runs: dict[tuple, list[dict]] = {(kind, mode): [] for kind in servers for mode in modes}
         try:
-            for kind, server in servers.items():
+            for server in servers.values():
                 for idle in modes.values():
                     load_run(server, calls, ctx, 16, max_idle=idle, burst=nodes)   # warm-up
             for _ in range(ctx.runs):

@@ -384,11 +384,13 @@ def read_yaml(path: str) -> dict[str, Any]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        raise ConfigError(f"{path}:{mark.line + 1}:{mark.column + 1}: invalid YAML: {exc.problem}") from None
+        where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else "1:1"
+        raise ConfigError(f"{path}:{where}: invalid YAML: {exc.problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1:1: expected a mapping of option names (bind: ..., workers: ...)")
+    assert node is not None  # the text that loaded to a mapping composes to its node
     return parse_values(_check_known(path, data, node), lambda name: _yaml_where(path, node, name))
 
 
@@ -432,7 +434,7 @@ def _shown_default(opt: dataclasses.Field) -> str:
     if value == "":
         return "(none)"
     if opt.metadata["parse"] is parse_size:
-        return f"`{value // MIB}MiB`"
+        return f"`{value // MIB}MiB`"  # type: ignore[operator]  # a size's default is an int
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
     return f"`{value}`"

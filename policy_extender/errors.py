@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,9 @@ def _window(text: str, start: int, width: int) -> tuple[str, int]:
 
 class PolicyError(Exception):
     """A policy set failed to load; ``diagnostics`` holds every problem found, in source order."""
+
+    #: set by lang.parser: the statements of the file that did parse (an ``ast.PolicyFile``)
+    partial: Any = None
 
     def __init__(self, diagnostics: list[Diagnostic], sources: dict[str, str] | None = None):
         self.diagnostics = sorted(diagnostics, key=_order)

@@ -207,7 +207,7 @@ def make_runtime_dir(parent: str | None = None) -> tuple[str, OwnerLock]:
 def sweep_stale(parent: str | None = None) -> list[str]:
     """Remove this user's runtime directories whose owner is gone; returns the paths removed."""
     parent = parent or runtime_parent()
-    removed = []
+    removed: list[str] = []
     try:
         entries = os.listdir(parent)
     except OSError:

@@ -73,8 +73,8 @@ def check_set(paths: tuple[Path, ...]) -> dict:
     try:
         sources = read_sources(paths)
     except ReadError as error:
-        where = str(paths[0])
-        report.update(diagnostics=[_unreadable(where, str(error))], rendered=f"{where}:1:1: error: {error}")
+        first = str(paths[0])
+        report.update(diagnostics=[_unreadable(first, str(error))], rendered=f"{first}:1:1: error: {error}")
         return report
     except PolicyError as error:  # E407, one file name twice
         report.update(diagnostics=error.to_dicts(), rendered=error.render())

@@ -80,5 +80,5 @@ def _describe(error: Exception) -> str:
 
 
 def _plain(decision) -> dict:
-    fields = getattr(decision, "__dataclass_fields__", None) or getattr(decision, "_fields", ())
+    fields = getattr(decision, "__dataclass_fields__", {}) or getattr(decision, "_fields", ())
     return {name: getattr(decision, name) for name in fields}

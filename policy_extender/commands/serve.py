@@ -142,5 +142,5 @@ def _application_class():
     return ExtenderApplication
 
 
-def ExtenderApplication(config, instance=None):  # noqa: N802 - builds the class lazily: --help never imports gunicorn
+def ExtenderApplication(config, instance=None):  # CamelCase: it builds the class lazily: --help never imports gunicorn
     return _application_class()(config, instance)

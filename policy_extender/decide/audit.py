@@ -52,7 +52,7 @@ class Audited:
 
 def has_audit(policy_set, *kinds: str) -> bool:
     audited = getattr(policy_set, "audited", None)
-    return bool(audited) and any(kind in audited for kind in kinds)
+    return bool(audited) and any(kind in audited for kind in kinds)  # type: ignore[operator]  # not None: bool()
 
 
 def _rules(policy_set, *kinds: str) -> list:

@@ -129,10 +129,10 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
             job_uid = subject(request).job_id
             if env.job(job_uid) is None:
                 job_not_in_snapshot(service, verb.name, policy_set, env, job_uid)
-        decision = verb.decide(policy_set, request, env)
+        decision = verb.decide(policy_set, request, env)  # type: ignore[misc]  # a deciding verb
         outcome = verb.outcome(decision)
         after(service, policy_set, env, request, decision, outcome)
-        return Reply(verb.encode(decision, request), decision=outcome,
+        return Reply(verb.encode(decision, request), decision=outcome,  # type: ignore[misc]  # as above
                      rule=getattr(decision, "rule", None) or "")
     return decide
 
@@ -180,6 +180,6 @@ _TASK_JOB = operator.attrgetter("raw.Job")
 
 #: verb kind -> handler(service, body) -> Reply, for every verb of the table.
 HANDLERS: dict[str, Callable[[Service, bytes], Reply]] = {
-    name: deciding(verb) if verb.decide is not None else verb.handle
+    name: deciding(verb) if verb.decide is not None else verb.handle  # type: ignore[misc]  # a verb has one of both
     for name, verb in VERBS.items()}
 HANDLERS[PREDICATE] = decide_predicate

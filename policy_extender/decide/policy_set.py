@@ -59,7 +59,7 @@ class PolicySet:
         if not rules:
             return FITS
         slots = self.slots  # no aggregate: no slot to write, so one empty tuple, not a new list
-        c = Context(env, [None] * slots if slots else (), task=task, node=node)
+        c = Context(env, [None] * slots if slots else (), task=task, node=node)  # type: ignore[arg-type]  # () holds no slot
         rule = None
         try:  # rule.evaluate, once around the loop: the hot path of every predicate call
             for rule in rules:
@@ -70,7 +70,7 @@ class PolicySet:
             else:
                 return FITS
         except EvalError as err:
-            err.rule = err.rule or rule.name
+            err.rule = err.rule or rule.name  # type: ignore[union-attr]  # set before a rule can raise
             raise
         constant = self.rejections.get(rule.name)
         if constant is not None:
@@ -82,7 +82,7 @@ class PolicySet:
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
         slots = self.slots
-        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]
+        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]  # type: ignore[arg-type]  # as above
         for rule in self._rules("score"):
             raw = [score(rule, c) for c in contexts]
             if all(v is SKIPPED for v in raw):
@@ -101,7 +101,8 @@ class PolicySet:
         victims), unless every rule that refused one is marked ``if none abstain``: then Abstain
         (Volcano skips the extender and the tier's other plugins decide)."""
         rules = self._rules(*VERBS[kind].rule_kinds)
-        victims, reasons, applied = [], {}, False
+        victims: list = []
+        reasons, applied = {}, False
         vetoed = False  # a rule without `if none abstain` refused some evictee
         for i, evictee in enumerate(evictees):
             c = Context(env, [None] * self.slots, evictor=evictor, evictee=evictee)
@@ -166,5 +167,5 @@ class PolicySet:
 def _constant_rejection(rule: CompiledRule) -> tuple[FilterDecision, Reply]:
     """The rejection of a filter rule whose reason is constant, and its Volcano answer: what
     ``predicate`` and the predicate handler would build on each call it rejects."""
-    decision = FilterDecision(False, 3 if rule.unresolvable else 2, rule.prefix + rule.constant_reason, rule.name)
+    decision = FilterDecision(False, 3 if rule.unresolvable else 2, rule.prefix + rule.constant_reason, rule.name)  # type: ignore[operator]  # a constant reason's rule
     return decision, Reply(encode.predicate(decision), decision="reject", rule=rule.name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Union
+from typing import Any, Union
 
 from policy_extender.errors import Span
 
@@ -101,7 +101,7 @@ AGGREGATES = ("sum", "count", "any", "all", "min", "max")
 @dataclass(frozen=True)
 class Modifier:
     kind: str  # when reason unresolvable weight normalize permit "if none" audit
-    value: object  # Expr | Template | number | (lo, hi) | "abstain"/"permit" | None
+    value: Any  # Expr | Template | number | (lo, hi) | "abstain"/"permit" | None
     span: Span
 
 
@@ -144,9 +144,9 @@ class PolicyFile:
     statements: tuple[Statement, ...]
 
 
-def children(node: object) -> list:
+def children(node: Any) -> list:
     """The sub-expressions of an expression node, in source order."""
-    out = []
+    out: list = []
     for f in fields(node):
         value = getattr(node, f.name)
         if isinstance(value, tuple):
@@ -160,9 +160,9 @@ def _is_node(value: object) -> bool:
     return hasattr(value, "span") and not isinstance(value, Span)
 
 
-def respan(node: object, span: Span) -> object:
+def respan(node: Any, span: Span) -> Any:
     """A copy of ``node`` and all its sub-nodes with every span replaced by ``span``."""
-    changes = {}
+    changes: dict[str, object] = {}
     for f in fields(node):
         value = getattr(node, f.name)
         if isinstance(value, Span):

@@ -316,9 +316,9 @@ class Checker:
         return "a modifier goes on its own indented line after the rule's expression"
 
     def unavailable(self, node: ast.Name, scope: Scope) -> Typed:
-        roots = ", ".join(schema.DECISION_ROOTS[scope.kind])
+        roots = ", ".join(schema.DECISION_ROOTS[scope.kind])  # type: ignore[index]  # a rule's scope: kind is set
         via = f" ('{scope.shorthand}' reads {node.name})" if scope.shorthand else ""
-        return self.error(codes.E401, f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,
+        return self.error(codes.E401, f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,  # type: ignore[arg-type]  # as above
                           f"{scope.kind} rules can read {roots}")
 
     def use_let(self, node: ast.Name, let: ast.Let, scope: Scope) -> Typed:
@@ -340,7 +340,7 @@ class Checker:
         obj = self.expr(node.obj, scope)
         t = obj.type
         if types.is_map(t):
-            return Typed(types.element(t))
+            return Typed(types.element(t))  # type: ignore[arg-type]  # a map type has an element
         if t in schema.TYPES:
             return self.object_field(node, obj, scope)
         if types.loose(t):
@@ -380,10 +380,10 @@ class Checker:
             if t in schema.INDEX_TYPES:
                 self.resource_read(node, obj)
                 return Typed(schema.INDEX_TYPES[t])
-            return Typed(types.element(t))
+            return Typed(types.element(t))  # type: ignore[arg-type]  # a map type has an element
         if types.is_list(t):
             self.key_type(node, key, "number")
-            return Typed(types.element(t), obj.origin)
+            return Typed(types.element(t), obj.origin)  # type: ignore[arg-type]  # a list type has an element
         if types.loose(t):
             return Typed("any")
         return self.error(codes.E309, f"{types.describe(t)} cannot be indexed with [...]", node.span)
@@ -488,7 +488,7 @@ class Checker:
             other = self.expr(node.right, scope).type
             fits = other == "string" if node.op not in ("in", "not in") else \
                 (other == "string" or types.is_map(other) or types.element(other) == "string")
-            quoted = [(node.left, words["left"])] if fits else []
+            quoted: list[tuple[ast.Expr, str]] = [(node.left, words["left"])] if fits else []
         else:
             other = self.expr(node.left, scope).type
             quoted = [(node.right, words["right"])] if words["right"] else \
@@ -508,7 +508,7 @@ class Checker:
 
     def finish_list(self, node: ast.Binary, scope: Scope) -> Typed:
         """The list's own type once its items were checked one by one."""
-        items = [self.types.get(id(i), "any") for i in node.right.items]
+        items = [self.types.get(id(i), "any") for i in node.right.items]  # type: ignore[union-attr]  # a list literal
         element = "null"
         for t in items:
             element = types.unify(element, t) or "any"
@@ -567,7 +567,7 @@ class Checker:
         if types.loose(right):
             return Typed("bool")
         if types.is_list(right):
-            if types.unify(left, types.element(right)) is None:
+            if types.unify(left, types.element(right)) is None:  # type: ignore[arg-type]  # a list type has an element
                 self.error(codes.E302, f"'{node.op}' looks for {types.describe(left)} in a {right}: always false",
                            node.op_span)
         elif types.is_map(right) or right == "string":

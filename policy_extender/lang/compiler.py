@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from policy_extender import schema
 from policy_extender.errors import EvalError
@@ -20,7 +20,7 @@ from policy_extender.lang.explain import explainer
 from policy_extender.lang.runtime import Context
 from policy_extender.schema import INDEXED
 
-Fn = Callable[["Context"], object]
+Fn = Callable[["Context"], Any]  # a policy value: the checker, not Python, knows its type
 _ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _ALWAYS_PRESENT = frozenset({"task", "node", "evictor", "evictee"})
 _UNSEEN = object()
@@ -70,7 +70,7 @@ def _constant_text(template: ast.Template | None) -> str | None:
     """A template's text when it has no {expression}, else None."""
     if template is None or not all(isinstance(p, str) for p in template.parts):
         return None
-    return "".join(template.parts)
+    return "".join(template.parts)  # type: ignore[arg-type]  # every part is a str: tested above
 
 
 class Compiler:
@@ -94,7 +94,7 @@ class Compiler:
         rule = checked.rule
         guards = [self.expr(g) for g in checked.guards]
         if len(guards) == 1 and _bool_valued(checked.guards[0]):
-            applies = guards[0]  # True or False already: no ``is True`` layer (a call less per rule)
+            applies: Fn | None = guards[0]  # True or False already: no ``is True`` layer (a call less per rule)
         else:
             applies = _all_true(guards) if guards else None
         return CompiledRule(
@@ -124,7 +124,7 @@ class Compiler:
 
     def expr_ListLit(self, node: ast.ListLit) -> Fn:
         if all(isinstance(i, ast.Literal) for i in node.items):
-            constant = [i.value for i in node.items]
+            constant = [i.value for i in node.items]  # type: ignore[union-attr]  # all Literal: tested above
             return lambda c: constant
         fns = [self.expr(i) for i in node.items]
         return lambda c: [f(c) for f in fns]
@@ -159,11 +159,11 @@ class Compiler:
         """``node.idle.gpu`` as one attrgetter path: the root is always present and every step
         between is a ``resources``/``counts`` object the views always fill."""
         steps = [node.name]
-        node = node.obj
-        while isinstance(node, ast.FieldAccess) and self.type_of(node) in ("resources", "counts"):
-            steps.append(node.name)
-            node = node.obj
-        resolved = self.checked.names.get(id(node)) if isinstance(node, ast.Name) else None
+        root: ast.Expr = node.obj
+        while isinstance(root, ast.FieldAccess) and self.type_of(root) in ("resources", "counts"):
+            steps.append(root.name)
+            root = root.obj
+        resolved = self.checked.names.get(id(root)) if isinstance(root, ast.Name) else None
         if not resolved or resolved[0] != "root" or resolved[1] not in _ALWAYS_PRESENT:
             return None
         return ".".join([resolved[1], *reversed(steps)])

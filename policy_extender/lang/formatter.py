@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
+from typing import Callable
 
 from policy_extender.errors import Span
 from policy_extender.lang import ast
@@ -95,7 +96,7 @@ class Formatter:
         items += [(c.line, c.line, [c.text]) for c in comments if id(c) not in used]
         items.sort(key=lambda item: item[0])
         out: list[str] = []
-        for i, (first, last, lines) in enumerate(items):
+        for i, (first, _last, lines) in enumerate(items):
             if i and self._has_blank(items[i - 1][1], first):
                 out.append("")
             out += lines
@@ -211,7 +212,8 @@ class Formatter:
 
     def pieces(self, node) -> list[str] | None:
         if isinstance(node, ast.Binary) and node.op in ("and", "or", "+", "-"):
-            level, rights = _BINARY[node.op], []
+            level = _BINARY[node.op]
+            rights: list[tuple[str, ast.Expr]] = []
             while isinstance(node, ast.Binary) and _BINARY[node.op] == level:  # a + b - c: ((a + b) - c)
                 rights.insert(0, (node.op, node.right))
                 node = node.left
@@ -240,7 +242,7 @@ class Formatter:
 
 
 #: How each statement kind's head line is printed.
-STATEMENTS = {ast.RuleStatement: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Formatter.guard}
+STATEMENTS: dict[type, Callable[..., str]] = {ast.RuleStatement: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Formatter.guard}
 #: How each modifier kind is printed (a new modifier adds one entry here).
 MODIFIERS = {
     "when": Formatter.mod_when, "reason": Formatter.mod_reason, "unresolvable": Formatter.mod_flag,
@@ -323,7 +325,7 @@ def _expr_Literal(f: Formatter, node: ast.Literal) -> str:
     return written if _same_number(written, value) else _canonical_number(value)
 
 
-EXPRESSIONS = {
+EXPRESSIONS: dict[type, Callable[..., str]] = {
     ast.Binary: _expr_Binary, ast.Unary: _expr_Unary, ast.Cond: _expr_Cond, ast.FieldAccess: _expr_FieldAccess,
     ast.Index: _expr_Index, ast.Call: _expr_Call, ast.Aggregate: _expr_Aggregate,
     ast.ListLit: _expr_ListLit, ast.Name: _expr_Name, ast.Literal: _expr_Literal,

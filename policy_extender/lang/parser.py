@@ -120,7 +120,7 @@ def _recover(name: str, source: str):
             let = _LET_NAME.match(text)
             if let:  # stands for the broken let: its uses are checked as 'any', not 'unknown name'
                 span = loc.span(1, 1, 1, 1 + len(let.group()))
-                statements.append(ast.Let(let.group(1), None, span))
+                statements.append(ast.Let(let.group(1), None, span))  # type: ignore[arg-type]  # never compiled: the file has errors
     error = PolicyError(diagnostics, {name: source})
     error.partial = ast.PolicyFile(name, source, tuple(statements))
     raise error
@@ -201,7 +201,7 @@ def _syntax_diagnostic(err, text: str, loc: Locator, ends_file: bool = True) -> 
         return _bad_character(err, text, loc.span(line, column, line, column + 1))
     token = getattr(err, "token", None)
     at_end = token is None or token.type == "$END"
-    dangling = _dangling(text, len(text) if at_end else token.start_pos, loc)
+    dangling = _dangling(text, len(text) if at_end else token.start_pos, loc)  # type: ignore[union-attr]  # not at_end: a token
     if dangling is not None:
         return dangling
     if at_end and not ends_file:  # one statement parsed alone: its end is the _NL of the file
@@ -282,7 +282,7 @@ def _expected(err) -> str | None:
     words = [w for w in words if w]
     if not words:
         return None
-    shown = ", ".join(words[:8]) + (", ..." if len(words) > 8 else "")
+    shown = ", ".join(words[:8]) + (", ..." if len(words) > 8 else "")  # type: ignore[arg-type]  # no None left
     return f"expected {shown}"
 
 
@@ -370,7 +370,8 @@ class Builder(Transformer):
 
     # expressions
     def if_expr(self, meta, children):
-        return ast.Cond(*children, self._span(meta))
+        test, then, orelse = children
+        return ast.Cond(test, then, orelse, self._span(meta))
 
     def binary(self, meta, children):
         left, op, right = children

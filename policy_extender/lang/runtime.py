@@ -38,7 +38,7 @@ def kind(value: object) -> str:
     return "object"
 
 
-def equal(a: object, b: object) -> bool:
+def equal(a: Any, b: Any) -> bool:
     """``==``: exact, null equals only null, values of different types are unequal."""
     if a is None or b is None:
         return a is b
@@ -72,14 +72,14 @@ def contains(container: object, item: object) -> bool | None:
     return None
 
 
-def number(value: object, span=None) -> object:
+def number(value: Any, span=None) -> object:
     """``value`` if it is within bounds (None passes through)."""
     if value is not None and not -MAX_NUMBER <= value <= MAX_NUMBER:
         raise EvalError(codes.E510, f"number out of range (limit 2^63): {fmt(value)}", span)
     return value
 
 
-def sized(value: object, span=None) -> object:
+def sized(value: Any, span=None) -> object:
     """``value`` (a string or list) if it is within MAX_LENGTH."""
     if value is not None and len(value) > MAX_LENGTH:
         raise EvalError(codes.E511, f"result of {len(value)} elements is longer than {MAX_LENGTH}", span)

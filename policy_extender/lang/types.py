@@ -37,8 +37,8 @@ def accepts(pattern: str, actual: str) -> bool:
         return is_list(actual)
     if pattern == "map":
         return is_map(actual)
-    if element(pattern) and element(actual):
-        return pattern[:4] == actual[:4] and accepts(element(pattern), element(actual))
+    if (pattern_element := element(pattern)) and (actual_element := element(actual)):
+        return pattern[:4] == actual[:4] and accepts(pattern_element, actual_element)
     return pattern == actual
 
 
@@ -50,8 +50,8 @@ def unify(a: str, b: str) -> str | None:
         return b
     if a == "any" or b == "any":
         return "any"
-    if element(a) and element(b) and a[:4] == b[:4]:
-        inner = unify(element(a), element(b))
+    if (a_element := element(a)) and (b_element := element(b)) and a[:4] == b[:4]:
+        inner = unify(a_element, b_element)
         return f"{a[:a.index('[')]}[{inner}]" if inner else None
     return None
 

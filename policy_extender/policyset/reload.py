@@ -97,7 +97,7 @@ def render_diagnostic(diagnostic: Any, sources: dict[str, str]) -> str:
     if not callable(render):
         return str(diagnostic)
     span = getattr(diagnostic, "span", None)
-    return render(sources.get(getattr(span, "file", None)))
+    return render(sources.get(getattr(span, "file", None)))  # type: ignore[arg-type]  # None finds no source
 
 
 class PolicyReloader:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DirectoryWatcher:
     """Calls ``wake()`` soon after anything changes in ``dirs`` (inotify through watchdog).
@@ -16,7 +18,7 @@ class DirectoryWatcher:
     def __init__(self, dirs: list[str], wake) -> None:
         self._dirs = dirs
         self._wake = wake
-        self._observer = None
+        self._observer: Any = None  # a watchdog Observer once started (watchdog is optional)
 
     def start(self) -> bool:
         try:  # optional: without watchdog (or inotify) polling alone remains

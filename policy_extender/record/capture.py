@@ -38,7 +38,7 @@ class Capture:
             service.session_cache.forget_last_head()
 
     def finish(self, status: int, response: bytes, request: bytes | None) -> None:
-        head = self.head
+        head: Any = self.head  # a Head, None (no session) or NOT_READ (replaced below)
         if self.kind not in READS_HEAD_ITSELF and self.kind != ON_SESSION_OPEN:
             head = self.service.session_cache.last_head()  # what the handler's env() read
         if head is NOT_READ or self.kind == ON_SESSION_OPEN:  # refused before the handler ran

@@ -75,7 +75,7 @@ class Recorder:
         self.compress = compress
         self.annotation_keys = annotation_keys or (lambda version: frozenset())
         self.counts = RecorderCounts()
-        self._pid = None
+        self._pid: int | None = None
         make_private_dir(self.directory)
 
     # -- the request path ----------------------------------------------------------------------

@@ -129,7 +129,7 @@ def _case(index: int, call: RecordedCall, replayer: Replayer, response: bytes, b
     name = DECISION_ALIASES.get(call.verb, call.verb)
     subject = subject_of(call.verb, call.request)
     outcome = actual(name, replayer.decision(call.verb, call.request), orjson.loads(response))
-    case = {"name": f"#{index} {call.verb} {subject.name}" + (f" on {subject.node}" if subject.node else ""),
+    case: dict[str, Any] = {"name": f"#{index} {call.verb} {subject.name}" + (f" on {subject.node}" if subject.node else ""),
             "note": f"recorded at {call.where}", "decision": name, "body_file": body_file}
     if open_file is not None:
         case["session"] = {"body_file": open_file, "allocations": allocations}

@@ -17,9 +17,12 @@ import msgspec
 class Allocation(Protocol):
     """One task placed in this cycle. ``resources``: full resource name -> whole units."""
 
-    job_uid: str
-    node_name: str
-    resources: Mapping[str, float]
+    @property
+    def job_uid(self) -> str: ...
+    @property
+    def node_name(self) -> str: ...
+    @property
+    def resources(self) -> Mapping[str, float]: ...  # read only: a frozen record fits
 
 
 class AllocationRecord(msgspec.Struct, frozen=True, array_like=True):

@@ -41,7 +41,7 @@ class SessionEnv:
         self.snapshot = snapshot
         self.counters = counters
         if type(snapshot) is Snapshot:  # its own job() is this one's (None for ""): a call less
-            self.job = snapshot.job
+            self.job = snapshot.job  # type: ignore[method-assign]  # the snapshot's own bound method
 
     def job(self, uid: str) -> Any | None:
         return self.snapshot.job(uid) if uid else None

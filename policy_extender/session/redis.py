@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any, Literal
 
 import redis
 import redis.sentinel
@@ -195,7 +196,7 @@ class _Unavailable:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, error, traceback) -> bool:
+    def __exit__(self, kind, error, traceback) -> Literal[False]:
         if (kind is not None and issubclass(kind, (redis.ConnectionError, redis.TimeoutError))
                 and not issubclass(kind, (redis.AuthenticationError, redis.exceptions.AuthorizationError))):
             raise StoreUnavailable(f"the Redis session store is unavailable: {type(error).__name__}: "
@@ -240,7 +241,7 @@ class RedisStore:
                    wait_timeout=(DEFAULT_WAIT_TIMEOUT if options.redis_wait_timeout is None
                                  else options.redis_wait_timeout))
 
-    def _client(self, read_timeout: float) -> redis.Redis:
+    def _client(self, read_timeout: float) -> Any:  # a redis.Redis; Any: redis-py types replies bytes | str, these are bytes
         """A client (its own pool) whose answers may take ``read_timeout`` seconds."""
         return redis.Redis.from_url(self.url, socket_timeout=read_timeout,
                                     socket_connect_timeout=self.timeout)
@@ -400,7 +401,7 @@ class SentinelStore(RedisStore):
                              "password": self.address.sentinel_password})
         super().__init__(url, ttl_seconds, prefix, timeout, session_timeout, wait_replicas, wait_timeout)
 
-    def _client(self, read_timeout: float) -> redis.Redis:
+    def _client(self, read_timeout: float) -> Any:  # a redis.Redis (see RedisStore._client)
         address = self.address
         return self._sentinel.master_for(address.master, socket_timeout=read_timeout,
                                          socket_connect_timeout=self.timeout, db=address.db,

@@ -120,10 +120,9 @@ class CycleTally:
 
     # -- adding (verb handlers; never touches the store) ----------------------------------------
 
-    def cycle(self, head) -> CycleAggregate | None:
-        """This process's aggregate of ``head``'s cycle (call with ``lock`` held), or None."""
-        if head is None or not self.enabled:
-            return None
+    def cycle(self, head) -> CycleAggregate:
+        """This process's aggregate of ``head``'s cycle (call with ``lock`` held; every caller
+        has returned already when ``head`` is None or the tally is off)."""
         found = self._pending.get(head.session_id)
         if found is None:
             if len(self._pending) > self.keep_closed:  # a cycle never flushed: bounded anyway

@@ -45,7 +45,7 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
     app.register_blueprint(why)
     app.register_error_handler(HTTPException, _http_error)
     # verb calls bind their own request id; the dispatch counts each in the metrics itself
-    app.wsgi_app = VerbDispatch(svc, RequestIdMiddleware(app.wsgi_app), notable=_notable_call(svc.config))
+    app.wsgi_app = VerbDispatch(svc, RequestIdMiddleware(app.wsgi_app), notable=_notable_call(svc.config))  # type: ignore[method-assign]  # Flask's way to wrap its WSGI app
     if start:
         svc.start()
     return app

@@ -178,6 +178,7 @@ class AnswerThenRelease:
     (10-20 ms for 268 MB, which the client then does not wait for)."""
 
     __slots__ = ("_answer", "_body")
+    _body: mmap.mmap | None
 
     def __init__(self, answer: bytes, body: mmap.mmap) -> None:
         self._answer, self._body = answer, body

@@ -69,7 +69,7 @@ def read_body(environ: dict, limit: int, timeout: float = 0.0, consumer: Consume
     except BodyEnded as ended:
         raise _ended(ended.got, length) from None
     if body is not None:
-        return body
+        return body  # type: ignore[return-value]  # a bytes-like buffer: the decoders take any
     if timeout <= 0 or environ.get("gunicorn.socket") is None:  # no socket wait to bound
         return _read_exactly(stream, length)
     with _idle_timeout(environ, timeout):
@@ -135,7 +135,8 @@ def _ended(got: int, length: int) -> VerbError:
 
 
 def _read_unsized(stream, limit: int) -> bytes:
-    parts, total = [], 0
+    parts: list[bytes] = []
+    total = 0
     while True:
         chunk = stream.read(CHUNK)
         if not chunk:

@@ -107,7 +107,7 @@ class Arrival:
 
     __slots__ = ("data", "started", "deadline", "handshake", "queued")
 
-    def __init__(self, data: bytes, started: float, deadline: float, handshake: bool = False) -> None:
+    def __init__(self, data: bytes | bytearray, started: float, deadline: float, handshake: bool = False) -> None:
         self.data = bytearray(data)
         self.started, self.deadline = started, deadline
         #: a new TLS connection whose handshake is not done yet

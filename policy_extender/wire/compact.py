@@ -299,7 +299,7 @@ def _k8s_node(spec, path, name, ready, allocatable, capacity) -> dict:
                 "labels": {"kubernetes.io/hostname": name, **_str_map(spec, "labels", path)}}
     if spec.get("annotations"):
         metadata["annotations"] = _str_map(spec, "annotations", path)
-    node_spec = {}
+    node_spec: dict = {}
     taints = [_taint(t, _at(_at(path, "taints"), i))
               for i, t in enumerate(_list(spec.get("taints"), _at(path, "taints"), "taints"))]
     if taints:
@@ -395,7 +395,7 @@ def queue(spec, path: str = "queue") -> dict:
     spec = _mapping(spec, path, "queue", QUEUE_KEYS)
     name = _name(spec, path, "queue")
     weight = _int(spec, "weight", path, 1)
-    metadata = {"name": name, "uid": _uid("queue", name), "resourceVersion": "1", "creationTimestamp": _TIME}
+    metadata: dict = {"name": name, "uid": _uid("queue", name), "resourceVersion": "1", "creationTimestamp": _TIME}
     for key in ("labels", "annotations"):
         if spec.get(key):
             metadata[key] = _str_map(spec, key, path)

@@ -90,7 +90,7 @@ def _part_decoders(frozen: FrozenReads):
 def prioritize_body_decoder(frozen: FrozenReads):
     """The whole prioritize body's decoder (``wire.prioritize_stream`` falls back to it)."""
     node = struct_of(frozen, "node")
-    body = _body("PrioritizeBody", task=struct_of(frozen, "task"), nodes=list[node | None])
+    body = _body("PrioritizeBody", task=struct_of(frozen, "task"), nodes=list[node | None])  # type: ignore[valid-type]  # a Struct built at run time
     return msgspec.json.Decoder(body)
 
 

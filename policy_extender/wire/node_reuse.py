@@ -83,7 +83,8 @@ class _Kept:
     __slots__ = ("frozen", "nodes", "size", "purged_at", "full_told")
 
     def __init__(self, frozen: Any) -> None:
-        self.frozen, self.nodes, self.size, self.purged_at = frozen, {}, 0, _clock()
+        self.nodes: dict[bytes, list] = {}  # name: [length, digest, node, kept at, bytes]
+        self.frozen, self.size, self.purged_at = frozen, 0, _clock()
         self.full_told = False  # the bound was met and logged (once per read set)
 
 
@@ -138,11 +139,15 @@ def split_decode(body: Any, frozen: Any, task_decoder: msgspec.json.Decoder,
     _thread.reused = 0
     found = _layout(body, _NODE_KEY, b"}") if _max_bytes else None
     if found is None:
-        return _whole()
+        _whole()
+        return None
     split, end = found
     node = _node(body, split + len(_NODE_KEY), end - 1, frozen, node_decoder)
     task = _task(body, split, task_decoder) if node is not None else None
-    return _whole() if task is None else (task.task, node)
+    if task is None:
+        _whole()
+        return None
+    return task.task, node
 
 
 def split_decode_nodes(body: Any, frozen: Any, task_decoder: msgspec.json.Decoder,
@@ -167,7 +172,7 @@ def split_decode_nodes(body: Any, frozen: Any, task_decoder: msgspec.json.Decode
     task = _task(body, found[0], task_decoder) if found is not None else None
     if task is None:
         return None
-    split, end = found
+    split, end = found  # type: ignore[misc]  # a task only from a found layout
     last = end - 2  # the list's "]", if nothing follows it but "}"
     walked = _walk(body, split + len(_NODES_KEY), last, kept, node_decoder)
     if walked is None:

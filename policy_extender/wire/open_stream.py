@@ -127,7 +127,7 @@ os.register_at_fork(after_in_child=_forget_jobs)  # digests are under the parent
 @built_once
 def _piece_decoders(frozen: FrozenReads) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
     job = struct_of(frozen, "job")
-    return (msgspec.json.Decoder(dict[str, job | None]), msgspec.json.Decoder(dict[str, AnyObject | None]))
+    return (msgspec.json.Decoder(dict[str, job | None]), msgspec.json.Decoder(dict[str, AnyObject | None]))  # type: ignore[valid-type]  # a Struct built at run time
 
 
 class OpenStream:
@@ -249,8 +249,8 @@ class OpenStream:
                 closes = self._closes(found[0], received) if found is not None else None
                 if closes is None:
                     return took
-                took_one(key, found[1])
-                self._taken(found[0], closes)
+                took_one(key, found[1])  # type: ignore[index]  # closes is only set from a found
+                self._taken(found[0], closes)  # type: ignore[index]  # as above
                 took = True
                 if closes:
                     return took

@@ -82,8 +82,8 @@ def _decoders(frozen: FrozenReads) -> tuple[msgspec.json.Decoder, msgspec.json.D
     node = struct_of(frozen, "node")
     skeleton = msgspec.defstruct("PrioritizeSkeleton", [
         ("task", struct_of(frozen, "task") | None, None),
-        ("nodes", list[node | None | int] | None, None)], forbid_unknown_fields=False)
-    return msgspec.json.Decoder(list[node | None]), msgspec.json.Decoder(skeleton)
+        ("nodes", list[node | None | int] | None, None)], forbid_unknown_fields=False)  # type: ignore[valid-type]  # a Struct built at run time
+    return msgspec.json.Decoder(list[node | None]), msgspec.json.Decoder(skeleton)  # type: ignore[valid-type]  # as above
 
 
 class PrioritizeStream:

@@ -20,7 +20,7 @@ FrozenReads = tuple[tuple[str, frozenset], ...]
 ROOTS = ("task", "node", "job", "queue")
 
 
-_FROZEN: dict[int, tuple[Reads, FrozenReads]] = {}
+_FROZEN: dict[int, tuple[Reads | None, FrozenReads]] = {}
 
 
 def freeze_reads(reads: Reads | None) -> FrozenReads:
@@ -122,6 +122,7 @@ def wire_error(error: msgspec.MsgspecError, prefix: str = "$") -> WireError:
     if not isinstance(error, msgspec.ValidationError):
         return WireError(f"malformed JSON: {error}", prefix)
     match = _MSGSPEC_ERROR.match(str(error))
+    assert match is not None  # the pattern matches any text
     path = prefix + (match["path"] or "$")[1:]
     missing = re.fullmatch(r"Object missing required field `([^`]*)`", match["message"])
     if missing:

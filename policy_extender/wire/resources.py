@@ -198,7 +198,8 @@ class Counts(Resources):
     def from_allocations(cls, allocations: Iterable) -> Counts:
         """Sum allocations ``(task_uid, job_uid, queue_name, node_name, resources)``; resources is
         a mapping of whole units (or a ``Resources``)."""
-        tasks, total = 0, {}
+        tasks = 0
+        total: dict[str, int | float] = {}
         for allocation in allocations:
             tasks += 1
             add_amounts(total, _amounts_of(allocation[4]))

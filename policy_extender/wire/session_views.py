@@ -72,7 +72,8 @@ class Placements:
             size += 1
             for name, buckets in by.items():
                 buckets.setdefault(getattr(view, name), []).append(view)
-        self.size, self._by, self._items = size, by, None
+        self.size, self._by = size, by
+        self._items: list[AllocationView] | None = None
 
     def items(self) -> list[AllocationView]:
         """The whole list (built on first use; every bucket of ``job`` holds each view once)."""
@@ -186,7 +187,7 @@ def _group(placed: list[PlacedTask], evicted: list[PlacedTask], index: int) -> d
     groups: dict[str, tuple[list, list]] = {}
     for sign, allocations in enumerate((placed, evicted)):
         for allocation in allocations:
-            groups.setdefault(allocation[index], ([], []))[sign].append(allocation)
+            groups.setdefault(allocation[index], ([], []))[sign].append(allocation)  # type: ignore[arg-type]  # index: a str field
     return {key: _net(*group) for key, group in groups.items() if key}
 
 
@@ -253,7 +254,7 @@ class SnapshotEnv:
 
     open = True
 
-    def __init__(self, jobs: Mapping = (), queues: Mapping = (), allocations: Iterable = (),
+    def __init__(self, jobs: Mapping | tuple[()] = (), queues: Mapping | tuple[()] = (), allocations: Iterable = (),
                  evictions: Iterable = ()):
         self._jobs = {uid: view.with_env(self) for uid, view in dict(jobs).items()}
         self._queues = {name: view.with_env(self) for name, view in dict(queues).items()}

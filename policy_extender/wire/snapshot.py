@@ -31,8 +31,8 @@ def open_body_decoder(frozen: FrozenReads) -> msgspec.json.Decoder:
     without them would replace the live session with an empty one. A node is only checked to be
     an object or null, its keys skipped (the snapshot does not keep nodes)."""
     job, queue = struct_of(frozen, "job"), struct_of(frozen, "queue")
-    fields = [("Jobs", dict[str, job | None]), ("Nodes", dict[str, AnyObject | None]),
-              ("Queues", dict[str, queue | None])]
+    fields = [("Jobs", dict[str, job | None]), ("Nodes", dict[str, AnyObject | None]),  # type: ignore[valid-type]  # a Struct built at run time
+              ("Queues", dict[str, queue | None])]  # type: ignore[valid-type]  # as above
     return msgspec.json.Decoder(msgspec.defstruct("SessionOpenBody", fields))
 
 
@@ -62,7 +62,7 @@ class Snapshot:
         self.queues = {_key(raw, "Name", key): QueueView(raw, self) for key, raw in (queues or {}).items() if raw is not None}
         self._queues_by_uid = {view.uid: view for view in self.queues.values() if view.uid}
         if "" not in self.jobs:  # job() in one C call (once per predicate): "" is then no key either
-            self.job = self.jobs.get
+            self.job = self.jobs.get  # type: ignore[method-assign, assignment]  # the bound dict.get
 
     def job(self, uid: str):
         return self.jobs.get(uid) if uid else None

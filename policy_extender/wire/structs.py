@@ -38,7 +38,7 @@ from .paths import ALWAYS_READ, LEGACY_CRD, WirePath, wire_paths
 from .quantity import QUANTITY_PATTERN
 
 
-_STRUCT_OPTIONS = {"forbid_unknown_fields": False, "omit_defaults": True}
+_STRUCT_OPTIONS: dict[str, Any] = {"forbid_unknown_fields": False, "omit_defaults": True}
 
 #: Go's integer types, bounded as Go bounds them: msgspec's ``int`` takes any size, and an int
 #: past 64 bits, which Volcano can never send, could not be stored in the session (msgpack).
@@ -288,7 +288,8 @@ def _trie(paths) -> dict:
 
 def _build(root: str, prefix: WirePath, trie: dict, reads: _Reads = _NO_READS,
            identity: dict[str, Any] | None = None) -> type:
-    fields, rename = [], {}
+    fields: list[tuple] = []
+    rename = {}
     for key, sub in sorted(trie.items()):
         attr = attr_name(key)
         rename[attr] = key
@@ -306,7 +307,7 @@ def _build(root: str, prefix: WirePath, trie: dict, reads: _Reads = _NO_READS,
 
 
 #: the Struct types of ``LEAF_TYPES`` that are Volcano's own structs (``GO_KEYS``' last entries)
-_GO_STRUCTS = {Resource: "Resource", NodeState: "NodeState"}
+_GO_STRUCTS: dict[Any, str] = {Resource: "Resource", NodeState: "NodeState"}
 
 
 def _struct_at(root: str, path: WirePath) -> str | None:
@@ -326,7 +327,7 @@ def _value_type(root: str, path: WirePath, sub: dict | None, reads: _Reads = _NO
         return Any
     if "*" in sub:
         element = _element_type(root, path, sub["*"], reads.below("*"))
-        return dict[str, element] | list[element]
+        return dict[str, element] | list[element]  # type: ignore[valid-type]  # a Struct built at run time
     return _build(root, path, sub, reads)
 
 
@@ -335,7 +336,7 @@ def _with_required(struct: type, keys: frozenset[str]) -> type:
     """``struct`` (a Resource, a NodeState) with ``keys`` required as Go sends them: the same
     fields and types otherwise, so every reader of it reads it alike."""
     go = GO_KEYS[_GO_STRUCTS[struct]]
-    fields = []
+    fields: list[tuple] = []
     for name, hint in _hints(struct):
         if name in keys:
             fields.append((name, hint if go[name][1] else _non_null(hint)))

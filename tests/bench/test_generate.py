@@ -6,7 +6,6 @@ Kubernetes objects (Pod, Node, PodGroup, Queue) may carry more (``managedFields`
 """
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -19,7 +19,6 @@ from policy_extender.errors import PolicyError
 from policy_extender.policyset import compile_sources
 from policy_extender.wire import decode
 from policy_extender.wire.session_views import NO_SESSION, PlacedTask, SnapshotEnv
-from policy_extender.wire.views import JobView, QueueView
 
 CASES = Path(__file__).parent / "cases"
 

@@ -20,7 +20,6 @@ that differs, or a non-200, counts as wrong.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import tempfile
 import threading

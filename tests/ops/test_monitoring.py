@@ -340,9 +340,9 @@ def test_a_real_prometheus_scraping_a_real_service_under_load_answers_every_pane
         rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
         assert len(rules) == sum(len(g["rules"]) for g in rule_groups()["groups"])
         assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
-        exits = lambda: [float(s["value"][1]) for s in prometheus.query("policy_extender_worker_exits_total")]
+        exits = lambda: [float(s["value"][1]) for s in prometheus.query("policy_extender_worker_exits_total")]  # noqa: E731
         assert wait_for(lambda: exits() == [1.0], 30), exits()
-        firing = lambda: [a["metric"]["pod"] for a in prometheus.query(
+        firing = lambda: [a["metric"]["pod"] for a in prometheus.query(  # noqa: E731
             'ALERTS{alertname="PolicyExtenderWorkerRestarts", alertstate="firing"}')]
         assert wait_for(lambda: firing() == ["policy-extender-0"], 30), firing()  # the next evaluation
 

@@ -200,7 +200,7 @@ def role(port: int, password: str) -> str:
 
 
 def master_port(pods: list[Pod], password: str) -> int:
-    return int(client(pods[1].sentinel_port, password).sentinel_get_master_addr_by_name("mymaster")[1])
+    return int(client(pods[1].sentinel_port, password).sentinel_get_master_addr_by_name("mymaster")[1])  # type: ignore[index]  # (host, port)
 
 
 @pytest.mark.slow

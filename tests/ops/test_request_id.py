@@ -1,7 +1,6 @@
 """Generated request ids are version-4 UUIDs in hex, as ``uuid.uuid4().hex`` gives, and distinct:
 within a process, across its threads, and across forked workers."""
 
-import os
 import threading
 import uuid
 

@@ -5,7 +5,6 @@ SIGKILLed mid-run, under PYTHONFAULTHANDLER=1."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 

@@ -184,7 +184,7 @@ def test_the_status_is_json_ready_for_the_status_endpoint(volume, language, make
 
 def test_the_poll_thread_picks_up_a_change_within_the_interval(volume, language, make_reloader, activated):
     volume.update({"a.policy": language.good(1)})
-    reloader = make_reloader(interval=0.2).start()
+    make_reloader(interval=0.2).start()
     volume.update({"a.policy": language.good(2)})
     assert wait_for(lambda: len(activated) == 2, timeout=2)
 

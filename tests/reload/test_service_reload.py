@@ -213,7 +213,7 @@ def prioritize_score(server: Server, body: bytes):
     return scores.pop() if len(scores) == 1 else f"mixed scores {sorted(scores)}"
 
 
-def statuses_of_every_worker(server: Server, not_pids: set[int] = frozenset(), timeout: float = 30) -> dict:
+def statuses_of_every_worker(server: Server, not_pids: frozenset[int] | set[int] = frozenset(), timeout: float = 30) -> dict:
     """{pid: /status} of ``server.workers`` workers none of whose pids is in ``not_pids``."""
     seen: dict[int, dict] = {}
     deadline = time.monotonic() + timeout

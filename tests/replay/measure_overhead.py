@@ -48,7 +48,8 @@ def measure(servers: dict, calls: int) -> dict[str, list[float]]:
         server.wait_ready()
         clients[name] = VolcanoClient(server.port)
         clients[name].call("onSessionOpen", sample("onSessionOpen"))
-    body, timings = sample("predicate"), {name: [] for name in servers}
+    body = sample("predicate")
+    timings: dict[str, list[float]] = {name: [] for name in servers}
     for _ in range(calls // BATCH):
         for name, client in clients.items():
             timings[name] += [timed(client, body) for _ in range(BATCH)]

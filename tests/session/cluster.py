@@ -112,7 +112,7 @@ def run_processes(store, start_method: str, plan: Plan) -> list[tuple]:
     """Run ``plan.processes`` child processes on ``store``; their reports, ordered by index."""
     context = multiprocessing.get_context(start_method)
     results = context.Queue()
-    children = [context.Process(target=worker_process, args=(store, p, plan, results))
+    children = [context.Process(target=worker_process, args=(store, p, plan, results))  # type: ignore[attr-defined]  # a start method's context
                 for p in range(plan.processes)]
     for child in children:
         child.start()

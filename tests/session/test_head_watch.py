@@ -27,10 +27,12 @@ def writer(path: str, ttl: float, conn) -> None:
             conn.send(store.open(SNAPSHOT, "v1", {"a.policy": "filter a: true\n"}))
         elif command == "allocate":
             head = store.head()
+            assert head is not None
             record = encode_allocation(AllocationRecord(f"t{head.seq}", "job", "node-1", {"cpu": 1}))
             conn.send(store.allocate(head.session_id, f"t{head.seq}", record))
         elif command == "close":
-            conn.send(store.close())
+            store.close()
+            conn.send(None)
 
 
 @pytest.fixture
@@ -44,7 +46,7 @@ def other_process(tmp_path):
         process = SPAWN.Process(target=writer, args=(path, ttl, child))
         process.start()
         started.append((process, parent))
-        return lambda command: (parent.send(command), parent.recv())[1]
+        return lambda command: (parent.send(command), parent.recv())[1]  # type: ignore[func-returns-value]  # send() is None: [1] is recv()
 
     yield path, start
     for process, parent in started:

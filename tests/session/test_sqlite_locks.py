@@ -94,6 +94,7 @@ def opener(path: str) -> None:
     """A new process (a replacement worker, a CLI): opens the file and records a change."""
     store = SqliteStore(path)
     head = store.head()
+    assert head is not None
     assert store.allocate(head.session_id, "t-new", record("t-new"))
 
 

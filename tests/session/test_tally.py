@@ -38,6 +38,7 @@ def make_tally(store, **settings) -> tallying.DecisionTally:
 def record(tally, verb: str, head, request, decision, audits=(), request_id: str = "-") -> None:
     """One call of ``verb`` tallied as its handler does (observe.after): by its table entry."""
     entry = VERBS[verb]
+    assert entry.tally is not None, f"{verb} is a deciding verb"
     entry.tally.record(tally, head, verb, request, decision, entry.outcome(decision), audits, request_id)
 
 

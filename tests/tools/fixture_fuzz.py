@@ -52,7 +52,7 @@ def run(files: int, seed: int, policy_dir: Path = ROOT / "policies") -> tuple[co
                     outcomes[result.outcome] += 1
                     if "internal error" in (result.message or ""):
                         failures.append({"file": source.name, "message": result.message, "fixture": text})
-            except Exception as error:  # noqa: BLE001 - what escapes the runner is the finding
+            except Exception as error:  # what escapes the runner is the finding
                 failures.append({"file": source.name, "message": f"escaped: {type(error).__name__}: {error}",
                                  "fixture": text})
             shutil.rmtree(directory)

@@ -39,7 +39,7 @@ def sample(verb: str) -> dict:
 
 def worker_pids(master: int) -> set[int]:
     """The master's live child processes (gunicorn workers)."""
-    children = set()
+    children: set[int] = set()
     for task in os.listdir(f"/proc/{master}/task"):
         try:
             with open(f"/proc/{master}/task/{task}/children") as f:

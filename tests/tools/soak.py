@@ -47,7 +47,7 @@ class Soak:
         self.wrong: list[str] = []
         self.lock = threading.Lock()
         self.scores = version_scores(range(1, 6))
-        self.allocated = 0          # tasks allocated in the current session, kept by the driver
+        self.allocated: int | None = 0  # tasks allocated in the current session, kept by the driver
         self.pinned: int | None = None
         self.stop = threading.Event()
         self.kill_at: float | None = None

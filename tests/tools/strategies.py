@@ -45,7 +45,7 @@ def _extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         st.builds(lambda a, f: f"{a}.{f}", inner, st.sampled_from(FIELDS)),
         st.builds(lambda a, k: f"{a}[{k}]", inner, inner),
         st.builds(lambda f, args: f"{f}({', '.join(args)})", st.sampled_from(BUILTINS), st.lists(inner, max_size=3)),
-        st.builds(lambda f, e, v, l, c: f"{f}({e} for {v} in {l}{' if ' + c if c else ''})",
+        st.builds(lambda f, e, v, lst, c: f"{f}({e} for {v} in {lst}{' if ' + c if c else ''})",
                   st.sampled_from(AGGREGATES), inner, st.sampled_from(["x", "t", "task"]), inner,
                   st.one_of(st.none(), inner)),
         st.builds(lambda c, a, b: f"(if {c} then {a} else {b})", inner, inner, inner),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -47,9 +47,9 @@ def write_policies(directory: Path, policies: dict[str, str]) -> Path:
 
 
 @pytest.fixture
-def make_app(tmp_path: Path) -> Callable:
+def make_app(tmp_path: Path) -> Iterator[Callable]:
     """``make_app(policies=..., **config)``: a started app on its own policy dir and store."""
-    apps = []
+    apps: list = []
 
     def make(policies: dict[str, str] | None = None, **options):
         policy_dir = write_policies(tmp_path / f"policies{len(apps)}",

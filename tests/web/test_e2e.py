@@ -56,7 +56,7 @@ class Cluster:
         self.jobs = snapshot["Jobs"]
         self.queues = snapshot["Queues"]
         self.nodes = [clone_node(node, suffix) for node in snapshot["Nodes"].values() for suffix in "abc"]
-        self.queue_gpu: Counter = Counter()
+        self.queue_gpu: dict[str, float] = Counter()  # type: ignore[assignment]  # GPUs come in fractions
         self.job_tasks: Counter = Counter()
 
     def pending_tasks(self) -> list[dict]:

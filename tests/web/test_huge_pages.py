@@ -22,7 +22,7 @@ def _vm_flags(buffer: mmap.mmap) -> set[str]:
     for block in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", Path("/proc/self/smaps").read_text()):
         start, end = (int(x, 16) for x in block.split(" ", 1)[0].split("-"))
         if start <= address < end:
-            return set(re.search(r"^VmFlags: (.*)$", block, re.M).group(1).split())
+            return set(re.search(r"^VmFlags: (.*)$", block, re.M).group(1).split())  # type: ignore[union-attr]  # every mapping has one
     raise AssertionError("the buffer's mapping is not in /proc/self/smaps")
 
 

@@ -29,7 +29,7 @@ def fresh():
     socket_body.configure(True)
 
 
-def filled(length: int, byte: bytes) -> mmap.mmap:
+def filled(length: int, byte: bytes) -> mmap.mmap | bytearray:
     mapped = socket_body._buffer(length)
     mapped[:] = byte * length
     return mapped

@@ -113,7 +113,7 @@ class Tricklers:
                 next_byte += 1
                 for key in list(self.selector.get_map().values()):
                     try:
-                        key.fileobj.send(b" ")
+                        key.fileobj.send(b" ")  # type: ignore[union-attr]  # a socket
                     except BlockingIOError:
                         pass
                     except OSError:  # closed by the server: its answer is read when readable
@@ -139,7 +139,7 @@ class Tricklers:
         self.keep.clear()
         self.thread.join(timeout=wait)
         for key in list(self.selector.get_map().values()):
-            key.fileobj.close()
+            key.fileobj.close()  # type: ignore[union-attr]  # a socket
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def test_64_trickling_clients_starve_no_session(server):
     for answer in tricklers.answers:
         assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
         error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
-        assert error.startswith(f"request body too slow: "), error
+        assert error.startswith("request body too slow: "), error
         assert f"of {TRICKLE_LENGTH} bytes arrived within {BODY_TIMEOUT:g} s" in error, error
     # counted in the request metrics as the app's own answers are (the flushers write every 0.25 s)
     time.sleep(1)

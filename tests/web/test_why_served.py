@@ -87,7 +87,7 @@ def run_cycle(volcano: VolcanoClient, rounds: int, enqueue_calls: int, close: bo
     volcano.call("onSessionOpen", (SAMPLES / "onSessionOpen.json").read_bytes())
     bodies = [(labels, predicate_body(i, labels)) for _ in range(rounds) for i, labels in enumerate(NODES)]
     answers = volcano.parallel_map(lambda item: (item[0], volcano.call("predicate", item[1], fresh=True)), bodies)
-    rejected = Counter()
+    rejected: Counter[str] = Counter()
     fit = 0
     for labels, answer in answers:
         rule = expected_rule(labels)
@@ -185,7 +185,7 @@ def test_why_counts_the_decisions_answered_over_two_workers_and_keeps_three_clos
         assert out.returncode == 0, out.stderr
         last = cycles[-1]
         assert f"cycle {last['id']} (open, opened " in out.stdout
-        line = next(l for l in out.stdout.splitlines() if l.startswith("task ml/train-7-0: "))
+        line = next(s for s in out.stdout.splitlines() if s.startswith("task ml/train-7-0: "))
         assert line.startswith(f"task ml/train-7-0: {last['fit']} of {last['answers']} nodes fit: ")
         for rule, count in last["rejected"].items():
             assert re.search(rf"(^|; ){count} {rule} \(a\.policy:\d\): ", line.split("nodes fit: ", 1)[1]), line

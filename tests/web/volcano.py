@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -75,7 +75,7 @@ class VolcanoClient:
     def parallel(self, verb: str, bodies: list, fresh: bool = False) -> list:
         return list(self._pool.map(lambda body: self.call(verb, body, fresh), bodies))
 
-    def parallel_map(self, function, items: list) -> list:
+    def parallel_map(self, function, items: Iterable) -> list:
         """``function(item)`` for every item, ``workers`` at once (each thread its connection)."""
         return list(self._pool.map(function, items))
 
@@ -275,7 +275,7 @@ class SentinelCluster:
             self.master = self._redis(self.master_port)
             self.replica = self._redis(self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port))
             self.sentinel_ports = []
-            for n in range(3):
+            for _ in range(3):
                 port = free_port()
                 conf = self.state_dir / f"sentinel-{port}.conf"  # each sentinel rewrites its own file
                 conf.write_text(
@@ -311,7 +311,7 @@ class SentinelCluster:
 
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
         try:
-            return client.sentinel_master(self.MASTER_NAME)
+            return client.sentinel_master(self.MASTER_NAME)  # type: ignore[return-value]  # a dict for one master
         finally:
             client.close()
 

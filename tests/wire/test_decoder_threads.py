@@ -21,7 +21,7 @@ def test_threads_asking_together_for_a_new_read_set_share_one_decoder():
             start.wait()
             built.append(decode._predicate_decoder(decode.freeze_reads(reads)))
             answers.append(decode.decode_predicate(body, reads).node.name)
-        except Exception as exc:  # noqa: BLE001 - any failure is the finding
+        except Exception as exc:  # any failure is the finding
             errors.append(exc)
 
     threads = [threading.Thread(target=ask) for _ in range(16)]

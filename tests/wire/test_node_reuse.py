@@ -57,7 +57,7 @@ def whole(body, reads=READS) -> tuple:
 
 def charge(body) -> int:
     """What keeping the node of predicate ``body`` is charged against the bound."""
-    return node_reuse._charge(reuse_off(decode.decode_predicate, body, READS).node.raw)
+    return node_reuse._charge(reuse_off(decode.decode_predicate, body, READS).node.raw)  # type: ignore[attr-defined]  # a PredicateRequest
 
 
 def body_of(task, node, tail: bytes = b"") -> bytes:
