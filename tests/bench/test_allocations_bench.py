@@ -32,3 +32,4 @@ def test_the_rule_rejects_where_the_job_has_two_gpu_tasks_on_the_node(tmp_path):
                 allocations.call(app, "/allocateFunc", body)
             answers = [json.loads(allocations.call(app, "/predicate", body)) for body in predicates]
             assert {f"node-{n}" for n, a in enumerate(answers) if a["code"] != 0} == refused
+            app.service.stop()

@@ -404,8 +404,9 @@ def test_a_prioritize_of_no_nodes_keeps_the_latest_scores_shown(tmp_path):
 def test_close_stops_the_flusher_and_writes_what_is_pending(tmp_path):
     store = SqliteStore(str(tmp_path / "s.sqlite3"))
     tally = make_tally(store, flush_seconds=3600)
+    before = set(threading.enumerate())
     tally.record_predicate(HEAD, TASK, REJECT)
-    flushers = [t for t in threading.enumerate() if t.name == "policy-extender-tally" and t.is_alive()]
+    flushers = [t for t in threading.enumerate() if t.name == "policy-extender-tally" and t not in before]
     assert tally.read_cycle("c1", "task" + tallying.SEP) == ({}, {})  # waiting for the hourly flush
     tally.close(timeout=5)
     assert flushers and not any(t.is_alive() for t in flushers)

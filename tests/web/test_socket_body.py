@@ -180,7 +180,7 @@ def service_exchange(sock: socket.socket, pending: bytearray, path: bytes, body:
     return head.split(b" ", 2)[1] + b" " + rest[:length]
 
 
-def test_service_answers_large_and_small_bodies_on_one_connection_as_the_plain_read_does(service, tmp_path):
+def test_service_answers_large_and_small_bodies_on_one_connection_as_the_plain_read_does(service, tmp_path, request):
     from bench.generate import Bodies, Cluster, ClusterSpec
     from policy_extender.config import Config
     from policy_extender.web import create_app
@@ -193,8 +193,10 @@ def test_service_answers_large_and_small_bodies_on_one_connection_as_the_plain_r
               (b"/preemptable", generated.victims(0, 0)), (b"/reclaimable", generated.victims(1, 1)),
               (b"/jobEnqueueable", generated.job(0)), (b"/jobReady", generated.job(0)),
               (b"/queueOverused", generated.queue()), (b"/allocateFunc", generated.allocate(0, 0, 0))]
-    client = create_app(Config(policy_dirs=(str(ROOT / "bench" / "policies"),), reload_interval=0.0,
-                               session_store=f"sqlite:{tmp_path / 's.sqlite3'}")).test_client()
+    app = create_app(Config(policy_dirs=(str(ROOT / "bench" / "policies"),), reload_interval=0.0,
+                            session_store=f"sqlite:{tmp_path / 's.sqlite3'}"))
+    request.addfinalizer(app.extensions["policy_extender"].stop)
+    client = app.test_client()
     with socket.create_connection(("127.0.0.1", port)) as sock:
         pending = bytearray()
         for path, body in calls:
@@ -203,7 +205,7 @@ def test_service_answers_large_and_small_bodies_on_one_connection_as_the_plain_r
             assert got == str(plain.status_code).encode() + b" " + plain.data, (path, got[:200])
 
 
-def test_service_decodes_a_large_open_while_it_arrives_to_the_same_session(service, tmp_path):
+def test_service_decodes_a_large_open_while_it_arrives_to_the_same_session(service, tmp_path, request):
     """An onSessionOpen of 18 MB (decoded while it arrives) leaves the session a predicate sees
     exactly as the same body opened through the whole decoder (the in-process app)."""
     import io
@@ -220,8 +222,10 @@ def test_service_decodes_a_large_open_while_it_arrives_to_the_same_session(servi
     from policy_extender.wire.open_stream import STREAM_FROM
     assert len(snapshot_body) > STREAM_FROM
     generated = Bodies(cluster)
-    client = create_app(Config(policy_dirs=(str(ROOT / "bench" / "policies"),), reload_interval=0.0,
-                               session_store=f"sqlite:{tmp_path / 's.sqlite3'}")).test_client()
+    app = create_app(Config(policy_dirs=(str(ROOT / "bench" / "policies"),), reload_interval=0.0,
+                            session_store=f"sqlite:{tmp_path / 's.sqlite3'}"))
+    request.addfinalizer(app.extensions["policy_extender"].stop)
+    client = app.test_client()
     assert client.post("/onSessionOpen", data=snapshot_body, content_type="application/json").status_code == 200
     with socket.create_connection(("127.0.0.1", port)) as sock:
         pending = bytearray()
