@@ -1,5 +1,5 @@
 """``GET /why?task=NS/NAME`` (or ``job=NS/NAME``, ``queue=NAME``): what the decision tally holds
-about one object, for the open cycle and the kept closed ones (session/tally.py), as JSON.
+about one object, for the open cycle and the kept closed ones (decide/tallying.py), as JSON.
 
 ``policy-extender why`` renders it for people (commands/why.py). A blueprint of its own, registered
 by ``create_app`` beside the ops blueprint.
