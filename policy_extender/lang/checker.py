@@ -73,6 +73,8 @@ class Checked:
     #: rule kinds with a rule that reads the session: ``session.*`` (but ``session.open``), or a
     #: job or queue the snapshot supplies (``task.job``, ``job.queue``, filter/score ``job``...)
     session_kinds: frozenset = frozenset()
+    #: what is worth saying about a set that loads (severity "warning"): a ``let`` no rule reads
+    warnings: tuple = ()
 
 
 @dataclass
@@ -105,6 +107,7 @@ class Checker:
         self.rule_names: dict[str, Span] = {}
         self.let_types: dict[tuple, Typed] = {}
         self.session_kinds: set[str] = set()
+        self.used_lets: set[int] = set()  # id(Let) of the lets a rule reads, directly or through a let
 
     def run(self) -> Checked:
         rules = [r for f in self.files for r in self.check_file(f)]
@@ -112,7 +115,22 @@ class Checker:
             raise PolicyError(list(self.diagnostics.values()), self.sources)
         reads = {k: frozenset(v) for k, v in self.reads.items()}
         return Checked(rules, self.types, self.names, self.slots, self.prepared, reads, self.sources,
-                       frozenset(self.session_kinds))
+                       frozenset(self.session_kinds), warnings=tuple(self.unused_lets()))
+
+    def unused_lets(self) -> list[Diagnostic]:
+        """A warning for each ``let`` that no rule reads (a let read only by unused lets included)."""
+        found = []
+        for file in self.files:
+            for let in file.statements:
+                if isinstance(let, ast.Let) and id(let) not in self.used_lets:
+                    line = self.sources[file.name].split("\n")[let.span.line - 1]
+                    named = re.match(r"let[ \t]+", line[let.span.column - 1:])
+                    column = let.span.column + (named.end() if named else 0)
+                    found.append(Diagnostic(codes.W201, f"let '{let.name}' is never used",
+                                            Span(file.name, let.span.line, column, let.span.line, column + len(let.name)),
+                                            "use it in a rule or remove it; `check --strict` makes warnings errors",
+                                            severity="warning"))
+        return found
 
     def error(self, code: str, message: str, span: Span, hint: str | None = None) -> Typed:
         self.diagnostics.setdefault((code, span, message), Diagnostic(code, message, span, hint))
@@ -323,6 +341,8 @@ class Checker:
 
     def use_let(self, node: ast.Name, let: ast.Let, scope: Scope) -> Typed:
         self.names[id(node)] = ("let", let)
+        if scope.kind is not None:  # read by a rule (a let's own check has no kind)
+            self.used_lets.add(id(let))
         if let.expr is None:
             return Typed("any")
         key = (id(let), scope.kind)

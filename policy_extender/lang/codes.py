@@ -7,7 +7,8 @@ uses, and on a code without a golden case in tests/lang/cases. docs/language.md 
 table (generated: ``python -m policy_extender.lang.reference --write docs/language.md``).
 
 Families: E0xx reading, E1xx syntax, E2xx names and fields, E3xx types, E4xx rule structure,
-E5xx bounds (E50x at load time, E51x at evaluation time).
+E5xx bounds (E50x at load time, E51x at evaluation time). Wxxx are warnings (the set loads;
+``check`` shows them, ``check --strict`` fails on them), numbered in the family of their E codes.
 """
 
 from __future__ import annotations
@@ -113,3 +114,6 @@ E511 = _code("E511", "result too long", "evaluation built a string or list longe
 E512 = _code("E512", "evaluation too large", "an aggregate over more than 100000 elements, or "
              "one evaluation visiting more than 1000000 in all",
              "the rule errs for this input; aggregate over less")
+
+W201 = _code("W201", "unused let", "a `let` that no rule reads (a warning: the set loads)",
+             "use it in a rule or remove it; `check --strict` makes warnings errors")
