@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 import importlib.resources
+import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -249,9 +249,6 @@ def _dangling(text: str, position: int, loc: Locator) -> Diagnostic | None:
 
 # --- the slips people make, named (docs/language.md, "Common slips") ---------------------------
 
-#: A rule's first line up to its name, when the name is not followed by its ':' (``filter gpu-only ``).
-_NAME_WITHOUT_COLON = re.compile(r"(filter|score|victim|preemptable|reclaimable|enqueue|overused|ready)"
-                                 r"[ \t]+([A-Za-z_][A-Za-z0-9_-]*)([ \t]+)\Z")
 #: The operators of other languages, and the word this one writes instead.
 _FOREIGN_OPERATORS = {"&&": "and", "||": "or", "&": "and", "|": "or", "!": "not"}
 #: A string literal on one line (either quote).
@@ -259,6 +256,8 @@ _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
 _WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
 _KINDS = tuple(schema.DECISION_ROOTS)
 _MODIFIERS = ("when", "reason", "unresolvable", "weight", "normalize", "permit", "if none", "audit")
+#: A rule's first line up to its name, when the name is not followed by its ':' (``filter gpu-only ``).
+_NAME_WITHOUT_COLON = re.compile(rf"({'|'.join(_KINDS)})[ \t]+([A-Za-z_][A-Za-z0-9_-]*)([ \t]+)\Z")
 
 
 def _slip(err, token, text: str, position: int, loc: Locator) -> Diagnostic | None:
@@ -341,10 +340,10 @@ def _misspelled(err, line_text: str, index: int, span) -> Diagnostic | None:
     close = difflib.get_close_matches(word, keywords, n=1, cutoff=0.7)
     if not close or close[0] == word:
         return None
-    if close[0] in _MODIFIERS:
-        hint = "a modifier is one of " + ", ".join(_MODIFIERS)
-    elif close[0] in (*_KINDS, "let", "when", "audit") and start == 0:
+    if close[0] in (*_KINDS, "let", "when", "audit") and start == 0:
         hint = f"a statement starts with a rule kind ({', '.join(_KINDS)}), let, when or audit"
+    elif close[0] in _MODIFIERS:
+        hint = "a modifier is one of " + ", ".join(_MODIFIERS)
     else:
         hint = None
     return Diagnostic(codes.E101, f"unknown word '{word}' (did you mean '{close[0]}'?)", span(start + 1, stop + 1), hint)
