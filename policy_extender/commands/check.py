@@ -5,7 +5,9 @@ a kubelet-mounted ConfigMap is its ``..data`` payload, hidden entries skipped), 
 version are the ones serve reports; its visible subdirectories with policy files are sets of their
 own. Files named directly are compiled with the other files named from their directory. Exit 0
 with a one-line summary, 1 on any error (every error rendered ``file:line:col`` with the source
-line and a caret), 2 when a path does not exist.
+line and a caret), 2 when a path does not exist. Warnings (an unused ``let``) of a set that
+compiles are shown the same way and do not change the exit status, unless ``--strict``: then
+they count as errors (exit 1).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="policy files or directories of *.policy files (default: policies)")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text for people (default), json for tools")
+    parser.add_argument("--strict", action="store_true",
+                        help="treat warnings (an unused let) as errors: exit 1 when there is one")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,8 +41,8 @@ def run(args: argparse.Namespace) -> int:
     if not reports:
         print(f"policy-extender check: no *.policy files in {', '.join(args.paths)}", file=sys.stderr)
         return 2
-    (_print_json if args.format == "json" else _print_text)(reports)
-    return 1 if any(r["diagnostics"] for r in reports) else 0
+    (_print_json if args.format == "json" else _print_text)(reports, args.strict)
+    return 1 if any(r["diagnostics"] or (args.strict and r["warnings"]) for r in reports) else 0
 
 
 def policy_sets(paths) -> list[tuple[Path, ...]]:
@@ -69,7 +73,7 @@ def check_set(paths: tuple[Path, ...]) -> dict:
     by their path, so an editor can open what the diagnostics point at."""
     from policy_extender.policyset import compile_sources, read_sources  # lazy: commands/__init__
     from policy_extender.policyset.files import ReadError
-    report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": ""}
+    report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": "", "warnings": []}
     try:
         sources = read_sources(paths)
     except ReadError as error:
@@ -89,6 +93,10 @@ def check_set(paths: tuple[Path, ...]) -> dict:
         report.update(diagnostics=shown.to_dicts(), rendered=shown.render())
     else:
         report.update(rules=len(policy_set.rules), version=policy_set.version)
+        if policy_set.warnings:
+            shown = PolicyError([_renamed(d, where) for d in policy_set.warnings],
+                                {where.get(name, name): text for name, text in sources.items()})
+            report.update(warnings=shown.to_dicts(), rendered=shown.render())
     return report
 
 
@@ -116,20 +124,28 @@ def _unreadable(where: str, message: str) -> dict:
             "file": where, "line": 1, "column": 1, "end_line": 1, "end_column": 1}
 
 
-def _print_text(reports: list[dict]) -> None:
+def _print_text(reports: list[dict], strict: bool = False) -> None:
     errors = sum(len(r["diagnostics"]) for r in reports)
+    warnings = sum(len(r["warnings"]) for r in reports)
     for report in reports:
         if report["rendered"]:
             print(report["rendered"], file=sys.stderr)
     files = sum(len(r["files"]) for r in reports)
+    in_files = f"in {files} policy file{'s' * (files != 1)}"
+    warned = f"{warnings} warning{'s' * (warnings != 1)}"
     if errors:
-        print(f"{errors} error{'s' * (errors != 1)} in {files} policy file{'s' * (files != 1)}", file=sys.stderr)
+        print(f"{errors} error{'s' * (errors != 1)} {in_files}", file=sys.stderr)
+    elif strict and warnings:
+        print(f"{warned} {in_files} (--strict: warnings are errors)", file=sys.stderr)
     else:
         rules = sum(r["rules"] for r in reports)
-        print(f"ok: {files} policy file{'s' * (files != 1)}, {rules} rule{'s' * (rules != 1)}, no errors")
+        print(f"ok: {files} policy file{'s' * (files != 1)}, {rules} rule{'s' * (rules != 1)}, no errors"
+              + (f", {warned}" if warnings else ""))
 
 
-def _print_json(reports: list[dict]) -> None:
+def _print_json(reports: list[dict], strict: bool = False) -> None:
     diagnostics = [d for r in reports for d in r["diagnostics"]]
+    warnings = [d for r in reports for d in r["warnings"]]
     sets = [{k: r[k] for k in ("files", "rules", "version")} for r in reports]
-    print(json.dumps({"ok": not diagnostics, "sets": sets, "diagnostics": diagnostics}, indent=2))
+    ok = not diagnostics and not (strict and warnings)
+    print(json.dumps({"ok": ok, "sets": sets, "diagnostics": diagnostics + warnings}, indent=2))
