@@ -112,7 +112,8 @@ def test_the_calls_are_those_of_volcanos_statement(tmp_path):
     """), "  "))
     [case] = load_file(tmp_path / "p" / "events.fixtures.yaml")
     assert case.error is None, case.error
-    _, calls = bodies.session_calls(case)
+    _, allocations, calls = bodies.session_bodies(case)
+    assert allocations == []
     sent = [(verb, task["Name"], task["NodeName"], task["Status"], task["Job"])
             for verb, task in ((verb, json.loads(body)["task"]) for verb, body in calls)]
     assert sent == [
