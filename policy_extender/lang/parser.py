@@ -341,7 +341,7 @@ def _misspelled(err, line_text: str, index: int, span) -> Diagnostic | None:
     if not close or close[0] == word:
         return None
     if close[0] in (*_KINDS, "let", "when", "audit") and start == 0:
-        hint = f"a statement starts with a rule kind ({', '.join(_KINDS)}), let, when or audit"
+        hint = f"a statement starts with a rule kind ({', '.join(_KINDS)}), let, when, audit or protocol"
     elif close[0] in _MODIFIERS:
         hint = "a modifier is one of " + ", ".join(_MODIFIERS)
     else:
