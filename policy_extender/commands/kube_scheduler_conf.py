@@ -78,7 +78,7 @@ _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-class ConfError(Exception):
+class KubeSchedulerConfError(Exception):
     """A user-facing error: where, what, how to fix."""
 
 
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             config = config_module.load({}, config_file=args.config)
         except config_module.ConfigError as error:
-            raise ConfError(f"the serve configuration: {error}") from None
+            raise KubeSchedulerConfError(f"the serve configuration: {error}") from None
         kinds = served_rule_kinds(args.policy_dirs or config.policy_dirs)
         url, notes = url_prefix(config, args.url)
         entry = extender_entry(url, verbs_for(kinds, config), weight=_int(args.weight, "--weight"),
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
                                managed_resources=args.managed_resource, tls_ca_file=args.tls_ca_file)
         problems = check_extender(entry)
         if problems:
-            raise ConfError("; ".join(problems))
+            raise KubeSchedulerConfError("; ".join(problems))
         if args.merge:
             source = "<stdin>" if args.merge == "-" else args.merge
             text = sys.stdin.read() if args.merge == "-" else _read(args.merge)
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             out, notes = result.text, notes + result.notes
         else:
             out = render_entry(entry)
-    except ConfError as error:
+    except KubeSchedulerConfError as error:
         print(f"policy-extender kube-scheduler-conf: {error}", file=sys.stderr)
         return 2
     for note in notes + _verb_notes(entry):
@@ -157,15 +157,15 @@ def _read(path: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except OSError as error:
-        raise ConfError(f"{path}: cannot read: {error.strerror}; name your KubeSchedulerConfiguration "
+        raise KubeSchedulerConfError(f"{path}: cannot read: {error.strerror}; name your KubeSchedulerConfiguration "
                         "file, or - for stdin") from None
     except UnicodeDecodeError:
-        raise ConfError(f"{path}: not UTF-8 text; a KubeSchedulerConfiguration is YAML") from None
+        raise KubeSchedulerConfError(f"{path}: not UTF-8 text; a KubeSchedulerConfiguration is YAML") from None
 
 
 def _int(text: str, flag: str) -> int:
     if not re.fullmatch(r"[+-]?\d+", text.strip()):
-        raise ConfError(f"{flag} {text!r} is not an integer; kube-scheduler wants a whole number >= 1")
+        raise KubeSchedulerConfError(f"{flag} {text!r} is not an integer; kube-scheduler wants a whole number >= 1")
     return int(text)
 
 
@@ -190,15 +190,15 @@ def served_rule_kinds(policy_dirs) -> frozenset[str]:
     try:
         policy_set = load_directories(list(policy_dirs))
     except ReadError as error:
-        raise ConfError(f"{error}") from None
+        raise KubeSchedulerConfError(f"{error}") from None
     except PolicyError as error:
-        raise ConfError(f"the policy set does not load (serve would refuse it too):\n{error.render()}") from None
+        raise KubeSchedulerConfError(f"the policy set does not load (serve would refuse it too):\n{error.render()}") from None
     if not policy_set.sources:
-        raise ConfError(f"no *.policy files in {', '.join(map(str, policy_dirs))}; name the directories "
+        raise KubeSchedulerConfError(f"no *.policy files in {', '.join(map(str, policy_dirs))}; name the directories "
                         "serve loads (arguments or the config's policy_dirs)")
     kinds = policy_set.for_protocol(PROTOCOL).kinds
     if not kinds & {k for ks in RULE_KINDS.values() for k in ks}:
-        raise ConfError(f"the policy set in {', '.join(map(str, policy_dirs))} serves kube-scheduler no "
+        raise KubeSchedulerConfError(f"the policy set in {', '.join(map(str, policy_dirs))} serves kube-scheduler no "
                         "rule: kube-scheduler would call verbs that decide nothing. Put `protocol volcano, "
                         "kube-scheduler` (or `protocol kube-scheduler`) at the top of the files whose "
                         "filter, score, victim or preemptable rules it should get (docs/kube-scheduler.md)")
@@ -215,14 +215,14 @@ def url_prefix(config, url: str | None) -> tuple[str, list[str]]:
     """``urlPrefix`` (scheme, host, port, ``kube_scheduler_prefix``) and notes."""
     prefix = config.kube_scheduler_prefix.strip("/")
     if not prefix:
-        raise ConfError("the serve configuration's kube_scheduler_prefix is empty: serve answers no "
+        raise KubeSchedulerConfError("the serve configuration's kube_scheduler_prefix is empty: serve answers no "
                         "kube-scheduler verb; set it (the default is /kube-scheduler/)")
     notes = []
     if url is None:
         bind = config.bind
         host, _, port = bind.rpartition(":")
         if bind.startswith("unix:") or host.strip("[]") in ("0.0.0.0", "::", ""):
-            raise ConfError(f"bind {bind} does not say how kube-scheduler reaches the service: pass --url, "
+            raise KubeSchedulerConfError(f"bind {bind} does not say how kube-scheduler reaches the service: pass --url, "
                             "e.g. --url http://policy-extender.kube-system.svc:8713")
         base = f"{'https' if config.certfile else 'http'}://{host}:{port}"
         if host.startswith("127.") or host in ("[::1]", "localhost"):
@@ -231,11 +231,11 @@ def url_prefix(config, url: str | None) -> tuple[str, list[str]]:
     else:
         match = re.fullmatch(r"(https?)://([^/\s?#]+)(/[^\s?#]*)?", url.strip())
         if not match:
-            raise ConfError(f"--url {url!r} is not an http:// or https:// URL such as "
+            raise KubeSchedulerConfError(f"--url {url!r} is not an http:// or https:// URL such as "
                             "http://policy-extender.kube-system.svc:8713")
         scheme, authority, path = match.group(1), match.group(2), (match.group(3) or "").strip("/")
         if config.certfile and scheme == "http":
-            raise ConfError(f"--url {url} is http://, but the serve config has a certfile: the service speaks "
+            raise KubeSchedulerConfError(f"--url {url} is http://, but the serve config has a certfile: the service speaks "
                             "HTTPS only; use https://")
         if path == prefix or path.endswith("/" + prefix):
             path = path[:-len(prefix)].strip("/")
@@ -248,13 +248,13 @@ def extender_entry(url: str, verbs: dict[str, str], weight: int = 1, http_timeou
     """The entry, its fields in the order of kube-spec.md; ``verbs`` from :func:`verbs_for`."""
     timeout = go_duration_ns(http_timeout)
     if timeout is None:
-        raise ConfError(f"--http-timeout {http_timeout!r} is not a Go duration; use e.g. 500ms, 5s, 1m "
+        raise KubeSchedulerConfError(f"--http-timeout {http_timeout!r} is not a Go duration; use e.g. 500ms, 5s, 1m "
                         "(kube-scheduler refuses to start on a value it cannot parse)")
     if timeout <= 0:
-        raise ConfError(f"--http-timeout {http_timeout!r}: a timeout must be > 0 (kube-scheduler takes 0 as "
+        raise KubeSchedulerConfError(f"--http-timeout {http_timeout!r}: a timeout must be > 0 (kube-scheduler takes 0 as "
                         "its default, 5s: write 5s)")
     if weight < 1:
-        raise ConfError(f"--weight {weight}: kube-scheduler requires a positive weight (an integer >= 1) for "
+        raise KubeSchedulerConfError(f"--weight {weight}: kube-scheduler requires a positive weight (an integer >= 1) for "
                         "an extender that prioritizes")
     entry: dict[str, Any] = {"urlPrefix": url}
     for kind, field_name in ((kube.FILTER, "filterVerb"), (kube.PRIORITIZE, "prioritizeVerb"),
@@ -384,7 +384,7 @@ def _check_fields(mapping: dict, fields: dict[str, str], where: str) -> list[str
 
 
 @dataclass
-class Merged:
+class MergedSchedulerConfig:
     text: str
     notes: list[str]
 
@@ -400,7 +400,7 @@ def _key_node(mapping, name: str):
     return None, None
 
 
-def merge(text: str, entry: dict, where: str = "FILE") -> Merged:
+def merge(text: str, entry: dict, where: str = "FILE") -> MergedSchedulerConfig:
     """``text`` (a KubeSchedulerConfiguration) with ``entry`` appended to its ``extenders:``."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -408,37 +408,37 @@ def merge(text: str, entry: dict, where: str = "FILE") -> Merged:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark else where
-        raise ConfError(f"{at}: not valid YAML: {getattr(error, 'problem', None) or error}") from None
+        raise KubeSchedulerConfError(f"{at}: not valid YAML: {getattr(error, 'problem', None) or error}") from None
     if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
-        raise ConfError(f"{where}: not a KubeSchedulerConfiguration: expected a mapping with apiVersion: "
+        raise KubeSchedulerConfError(f"{where}: not a KubeSchedulerConfiguration: expected a mapping with apiVersion: "
                         f"{API_VERSION} and kind: {KIND}")
     if data.get("kind") == "ConfigMap":
-        raise ConfError(f"{where}: a ConfigMap: give the KubeSchedulerConfiguration file it holds (kubectl get "
+        raise KubeSchedulerConfError(f"{where}: a ConfigMap: give the KubeSchedulerConfiguration file it holds (kubectl get "
                         "configmap NAME -o jsonpath='{.data.KEY}' > config.yaml), then put the result back")
     if data.get("kind") != KIND or data.get("apiVersion") != API_VERSION:
         _, node = _key_node(root, "apiVersion")
-        raise ConfError(f"{_at(where, node or root)}: apiVersion {data.get('apiVersion')!r}, kind "
+        raise KubeSchedulerConfError(f"{_at(where, node or root)}: apiVersion {data.get('apiVersion')!r}, kind "
                         f"{data.get('kind')!r}: expected apiVersion: {API_VERSION} and kind: {KIND} (the "
                         "only version kube-scheduler reads since 1.28; `kubectl convert` does not do "
                         "configs: rename v1beta3 to v1 and check the release notes)")
     key, extenders = _key_node(root, "extenders")
     existing = data.get("extenders")
     if extenders is not None and existing is not None and not isinstance(existing, list):
-        raise ConfError(f"{_at(where, extenders)}: extenders: is not a list; it is a list of extender mappings")
+        raise KubeSchedulerConfError(f"{_at(where, extenders)}: extenders: is not a list; it is a list of extender mappings")
     existing = existing or []
     for index, other in enumerate(existing):
         if isinstance(other, dict) and str(other.get("urlPrefix", "")).rstrip("/") == entry["urlPrefix"].rstrip("/"):
-            raise ConfError(f"{_at(where, extenders.value[index])}: this config already has an extender at "
+            raise KubeSchedulerConfError(f"{_at(where, extenders.value[index])}: this config already has an extender at "
                             f"{entry['urlPrefix']}: edit that entry by hand, or remove it and run this again")
     problems = check_extender(entry, f"extenders[{len(existing)}]", others=existing)
     if problems:
-        raise ConfError(f"{where}: kube-scheduler would refuse the result: {'; '.join(problems)}")
+        raise KubeSchedulerConfError(f"{where}: kube-scheduler would refuse the result: {'; '.join(problems)}")
     expected = dict(data)
     expected["extenders"] = [*existing, entry]
     spliced = _splice(text, root, key, extenders, entry)
     if spliced is not None and _loads(spliced) == expected:
-        return Merged(spliced, [])
-    return Merged(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
+        return MergedSchedulerConfig(spliced, [])
+    return MergedSchedulerConfig(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
                   ["the config was re-serialised (its extenders: is a flow list [...] or empty): the objects "
                    "are kept, its comments and layout are not"])
 

@@ -119,12 +119,12 @@ def test_a_preemptable_rule_registers_preempt(tmp_path):
 
 
 def test_a_set_serving_kube_scheduler_nothing_is_refused(tmp_path):
-    with pytest.raises(ksc.ConfError, match="serves kube-scheduler no rule.*protocol volcano, kube-scheduler"):
+    with pytest.raises(ksc.KubeSchedulerConfError, match="serves kube-scheduler no rule.*protocol volcano, kube-scheduler"):
         entry_for(policies(tmp_path, FILTER_RULE + SCORE_RULE))
 
 
 def test_a_set_that_does_not_load_is_refused_with_its_errors(tmp_path):
-    with pytest.raises(ksc.ConfError, match=r"does not load(.|\n)*p0.policy:2"):
+    with pytest.raises(ksc.KubeSchedulerConfError, match=r"does not load(.|\n)*p0.policy:2"):
         entry_for(policies(tmp_path, KUBE + "enqueue x: job.priority > 1\n"))  # E410
 
 
@@ -150,7 +150,7 @@ def test_url_gets_the_prefix_once(url, expected):
 
 def test_a_bind_kube_scheduler_cannot_dial_needs_url():
     for bind in ("0.0.0.0:8713", "[::]:8713", "unix:/run/pe.sock"):
-        with pytest.raises(ksc.ConfError, match="pass --url"):
+        with pytest.raises(ksc.KubeSchedulerConfError, match="pass --url"):
             ksc.url_prefix(load({"bind": bind}, {}), None)
 
 
@@ -158,7 +158,7 @@ def test_tls_in_the_serve_config_means_https(tmp_path):
     config = load({}, {})
     object.__setattr__(config, "certfile", "cert.pem")
     assert ksc.url_prefix(config, None)[0] == "https://127.0.0.1:8713/kube-scheduler"
-    with pytest.raises(ksc.ConfError, match="speaks HTTPS only"):
+    with pytest.raises(ksc.KubeSchedulerConfError, match="speaks HTTPS only"):
         ksc.url_prefix(config, "http://pe:8713")
     entry = ksc.extender_entry("https://pe:8713/kube-scheduler", {FILTER: "filter"}, tls_ca_file="/etc/pe/ca.crt")
     assert entry["tlsConfig"] == {"caFile": "/etc/pe/ca.crt"} and entry["enableHTTPS"] is False
@@ -167,7 +167,7 @@ def test_tls_in_the_serve_config_means_https(tmp_path):
 
 
 def test_an_empty_prefix_serves_nothing_to_point_at():
-    with pytest.raises(ksc.ConfError, match="kube_scheduler_prefix is empty"):
+    with pytest.raises(ksc.KubeSchedulerConfError, match="kube_scheduler_prefix is empty"):
         ksc.url_prefix(load({"kube_scheduler_prefix": ""}, {}), "http://pe:8713")
 
 
@@ -178,7 +178,7 @@ def test_an_empty_prefix_serves_nothing_to_point_at():
     ({"http_timeout": "-1s"}, "must be > 0"),
 ])
 def test_values_kube_scheduler_would_refuse_are_refused(options, message):
-    with pytest.raises(ksc.ConfError, match=message):
+    with pytest.raises(ksc.KubeSchedulerConfError, match=message):
         ksc.extender_entry("http://pe:8713/kube-scheduler", {PRIORITIZE: "prioritize"}, **options)
 
 
@@ -257,7 +257,7 @@ def test_merge_into_existing_extenders_lays_the_item_out_like_its_neighbours():
 
 def test_merge_refuses_an_extender_already_at_that_url():
     text = WITH_EXTENDERS.replace("http://gpu-extender:8888/", "http://pe:8713/kube-scheduler/")
-    with pytest.raises(ksc.ConfError) as error:
+    with pytest.raises(ksc.KubeSchedulerConfError) as error:
         ksc.merge(text, ENTRY, where="sched.yaml")
     assert str(error.value).startswith("sched.yaml:5:9: this config already has an extender at "
                                        "http://pe:8713/kube-scheduler")
@@ -265,7 +265,7 @@ def test_merge_refuses_an_extender_already_at_that_url():
 
 def test_merge_refuses_a_resource_another_extender_manages():
     entry = ksc.extender_entry("http://pe:8713/kube-scheduler", {FILTER: "filter"}, managed_resources=["example.com/fpga"])
-    with pytest.raises(ksc.ConfError, match=r"extenders\[1\]\.managedResources\[0\]\.name: 'example.com/fpga': "
+    with pytest.raises(ksc.KubeSchedulerConfError, match=r"extenders\[1\]\.managedResources\[0\]\.name: 'example.com/fpga': "
                                             "duplicate extender managed resource name"):
         ksc.merge(WITH_EXTENDERS, entry)
 
@@ -286,7 +286,7 @@ def test_a_flow_list_is_reserialised_with_a_note():
      "FILE:3:12: extenders: is not a list"),
 ])
 def test_bad_configs_say_where_and_what(text, message):
-    with pytest.raises(ksc.ConfError, match=re.escape(message)):
+    with pytest.raises(ksc.KubeSchedulerConfError, match=re.escape(message)):
         ksc.merge(text, ENTRY)
 
 
