@@ -10,6 +10,9 @@ has two names here:
   ``kube_scheduler_prefix`` and the key of the ``kube_scheduler_verbs`` option.
 """
 
+#: the protocol's name (the ``protocol`` statement's, ``PolicySet.for_protocol``'s, the metrics' label)
+PROTOCOL = "kube-scheduler"
+
 FILTER = "kube-scheduler.filter"
 PRIORITIZE = "kube-scheduler.prioritize"
 PREEMPT = "kube-scheduler.preempt"
