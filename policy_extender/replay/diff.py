@@ -56,7 +56,8 @@ def subject_of(verb: str, request: bytes) -> Subject:
         return Subject("?", "")
     pod = body.get("Pod")  # kube-scheduler's calls: a v1.Pod
     if isinstance(pod, dict):
-        meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+        meta = pod.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         return Subject(_name({"Namespace": meta.get("namespace"), "Name": meta.get("name", "?")}), "")
     head = body.get("task") or body.get("evictor") or body.get("job") or body.get("queue") or {}
     node = (body.get("node") or {}).get("Name", "") if isinstance(body.get("node"), dict) else ""

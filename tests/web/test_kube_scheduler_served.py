@@ -115,7 +115,7 @@ def served(tmp_path_factory):
     server = Server(state, policies, extra_args=("--record", str(state / "recording")))
     try:
         server.wait_ready()
-        server.policies, server.recording = policies, state / "recording"  # type: ignore[attr-defined]
+        server.policies, server.recording = policies, state / "recording"
         yield server
     finally:
         server.stop()
