@@ -187,12 +187,13 @@ class KubePodView(View):
     takes per resource the larger of that sum and each init container's requests, plus the
     overhead (what the pod holds while an init container runs)."""
 
-    __slots__ = ("_requests", "_init_requests")
+    __slots__ = ("_requests", "_init_requests", "_tolerations")
 
     def __init__(self, raw, env=NO_SESSION):
         super().__init__(raw, env)
         self._requests: Resources | None = None
         self._init_requests: Resources | None = None
+        self._tolerations: list[TolerationView] | None = None
 
     uid = property(lambda self: _meta(self.raw, "uid"))
     name = property(lambda self: _meta(self.raw, "name"))
@@ -206,7 +207,11 @@ class KubePodView(View):
 
     @property
     def tolerations(self) -> list[TolerationView]:
-        return [TolerationView(t, self.env) for t in _spec(self.raw, "tolerations") or () if t is not None]
+        """Built once per pod (a filter reads them on every node of the call); never modified."""
+        if self._tolerations is None:
+            self._tolerations = [TolerationView(t, self.env) for t in _spec(self.raw, "tolerations") or ()
+                                 if t is not None]
+        return self._tolerations
 
     @property
     def requests(self) -> Resources:
@@ -268,6 +273,22 @@ def _status(raw, key: str):
     return getattr(status, key) if status is not None else None
 
 
+class QuantityList(property):
+    """A view field that is a Kubernetes ResourceList (``status.<key>``), in whole units; its
+    view reads one amount of it (``amount``, ``raw_amount_reader``) without parsing the others:
+    a rule reading ``node.allocatable.gpu`` on 1,000 nodes parses 1,000 quantities, not 7,000."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(lambda view: _resources(_status(view.raw, key)))
+        self.key = key
+
+    def one(self, raw, name: str) -> int | float:
+        """The amount of the full resource name ``name`` in ``raw``'s list (0 when absent)."""
+        quantities = _status(raw, self.key)
+        value = quantities.get(name) if quantities else None
+        return 0 if value is None else parse_quantity(value)
+
+
 class KubeNodeView(View):
     """A ``v1.Node`` as a ``node``: the fields kube-scheduler sends (no pods: no idle, used, tasks)."""
 
@@ -276,8 +297,23 @@ class KubeNodeView(View):
     labels = WireMapping(("metadata", "labels"))
     annotations = WireMapping(("metadata", "annotations"))
     unschedulable = property(lambda self: bool(_spec(self.raw, "unschedulable")))
-    allocatable = property(lambda self: _resources(_status(self.raw, "allocatable")))
-    capacity = property(lambda self: _resources(_status(self.raw, "capacity")))
+    allocatable = QuantityList("allocatable")
+    capacity = QuantityList("capacity")
+
+    def amount(self, field: str, name: str):
+        """``getattr(self, field)[name]``, parsing one quantity for a ResourceList field."""
+        wire = getattr(type(self), field, None)
+        if type(wire) is QuantityList:
+            return wire.one(self.raw, name)
+        return getattr(self, field)[name]
+
+    @classmethod
+    def raw_amount_reader(cls, field: str, name: str):
+        """``raw -> amount`` of a ResourceList field (the compiler's short path), else None."""
+        wire = getattr(cls, field, None)
+        if type(wire) is not QuantityList:
+            return None
+        return lambda raw: wire.one(raw, name)
 
     @property
     def taints(self) -> list[TaintView]:

@@ -262,3 +262,16 @@ def test_the_preempt_answer_names_victims_by_uid_and_leaves_out_a_node_with_none
                                           (float("nan"), 0), (0.5, 1), (7.49, 7)])
 def test_a_total_score_is_clamped_to_0_10_and_rounded_half_up(total, score):
     assert kube_score(total) == score and isinstance(kube_score(total), int)
+
+
+def test_one_amount_read_off_a_resource_list_is_the_amount_of_the_whole_list():
+    """The compiler reads ``node.allocatable.gpu`` through ``raw_amount_reader`` (or ``amount``),
+    parsing one quantity; every way gives what the whole ``Resources`` gives."""
+    for node in kube.decode_extender_args(body("filter")).nodes:
+        for field in ("allocatable", "capacity"):
+            read = kube.KubeNodeView.raw_amount_reader(field, "nvidia.com/gpu")
+            assert read is not None and read(node.raw) == node.amount(field, "nvidia.com/gpu") == getattr(node, field).gpu
+            for name in ("cpu", "memory", "pods", "ephemeral-storage", "hugepages-2Mi", "example.com/none"):
+                whole = getattr(node, field)[name]
+                assert kube.KubeNodeView.raw_amount_reader(field, name)(node.raw) == node.amount(field, name) == whole
+    assert kube.KubeNodeView.raw_amount_reader("labels", "cpu") is None
