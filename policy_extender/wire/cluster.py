@@ -70,22 +70,40 @@ def shifted(resources: Resources, moved: Mapping[str, int | float], sign: int) -
 
 
 class ClusterFacts:
-    """One snapshot's cluster-wide facts (see the module docstring)."""
+    """One snapshot's cluster-wide facts (see the module docstring). Each part is computed the
+    first time a rule reads it: a set that reads ``cluster.idle`` never counts the jobs, one that
+    reads ``cluster.jobs`` never sums the nodes."""
 
-    __slots__ = ("nodes", "names", "allocatable", "idle", "used", "queues", "jobs")
+    __slots__ = ("nodes", "names", "queues", "_jobs_of", "_jobs", "_totals")
 
     def __init__(self, nodes: Iterable[Any], queues: Mapping[str, Any], jobs: Iterable[Any]) -> None:
         """``nodes``: the snapshot's node views (``wire.views.NodeView``), in its order;
         ``queues``: queue views by name; ``jobs``: job views."""
         self.nodes = list(nodes)
         self.names = {node.name: i for i, node in enumerate(self.nodes) if node.name}
-        totals: tuple[dict, dict, dict] = ({}, {}, {})
-        for node in self.nodes:
-            for total, key in zip(totals, ("Allocatable", "Idle", "Used")):
-                add_amounts(total, Resources.from_wire(field_of(node.raw, key)).as_dict())
-        self.allocatable, self.idle, self.used = (Resources(t) for t in totals)
         self.queues = dict(queues)
-        self.jobs = count_jobs(jobs)
+        self._jobs_of = jobs
+        self._jobs: dict[str, JobCounts] | None = None
+        self._totals: tuple[Resources, Resources, Resources] | None = None
+
+    @property
+    def jobs(self) -> dict[str, JobCounts]:
+        jobs = self._jobs
+        if jobs is None:
+            jobs = self._jobs = count_jobs(self._jobs_of)  # the same counts whichever thread is first
+        return jobs
+
+    @property
+    def totals(self) -> tuple[Resources, Resources, Resources]:
+        """Allocatable, idle and used, each summed over every node."""
+        totals = self._totals
+        if totals is None:
+            sums: tuple[dict, dict, dict] = ({}, {}, {})
+            for node in self.nodes:
+                for total, key in zip(sums, ("Allocatable", "Idle", "Used")):
+                    add_amounts(total, Resources.from_wire(field_of(node.raw, key)).as_dict())
+            totals = self._totals = (Resources(sums[0]), Resources(sums[1]), Resources(sums[2]))
+        return totals
 
     def view(self, by_node: Mapping[str, Any] | None = None) -> ClusterView:
         """The ``cluster`` root with ``by_node`` (node name -> ``Counts`` of this cycle) applied."""
@@ -122,18 +140,18 @@ class ClusterView:
 
     @property
     def allocatable(self) -> Resources:
-        return self._facts.allocatable
+        return self._facts.totals[0]
 
     @property
     def idle(self) -> Resources:
         if self._idle is None:
-            self._idle = shifted(self._facts.idle, self._moved_total(), -1)
+            self._idle = shifted(self._facts.totals[1], self._moved_total(), -1)
         return self._idle
 
     @property
     def used(self) -> Resources:
         if self._used is None:
-            self._used = shifted(self._facts.used, self._moved_total(), 1)
+            self._used = shifted(self._facts.totals[2], self._moved_total(), 1)
         return self._used
 
     def _moved_total(self) -> dict[str, int | float]:
