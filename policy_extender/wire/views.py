@@ -283,8 +283,8 @@ class NetNodeView(NodeView):
         return NetNodeView(self.raw, self.env, total)
 
     # plain properties (not ``WireResources``): the compiler reads them as any attribute
-    idle = property(lambda self: shifted(Resources.from_wire(field_of(self.raw, "Idle")), self._moved, -1))  # type: ignore[assignment]  # a net amount, not the wire's
-    used = property(lambda self: shifted(Resources.from_wire(field_of(self.raw, "Used")), self._moved, 1))  # type: ignore[assignment]  # as above
+    idle = property(lambda self: shifted(Resources.from_wire(field_of(self.raw, "Idle")), self._moved, -1))
+    used = property(lambda self: shifted(Resources.from_wire(field_of(self.raw, "Used")), self._moved, 1))
 
 
 class JobView(View):
