@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from types import ModuleType
 
@@ -49,7 +50,25 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
-    return args.run(args)
+    try:
+        status = args.run(args)
+        sys.stdout.flush()  # inside the try: what is still buffered meets the broken pipe here
+        return status
+    except BrokenPipeError:  # `check --format json | head`: the reader left; end quietly, as CLI tools do
+        return _reader_gone()
+
+
+#: The status of a process ended by SIGPIPE, as a shell reports it (128 + 13).
+SIGPIPE_STATUS = 141
+
+
+def _reader_gone() -> int:
+    """Point stdout at /dev/null so that the interpreter's last flush of what is still buffered
+    finds no broken pipe (and prints no second traceback), and answer SIGPIPE's status."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return SIGPIPE_STATUS
 
 
 if __name__ == "__main__":

@@ -257,6 +257,12 @@ class Config:
     log_level: str = option("info", "debug, info, warning or error.",
                             parse_choice("debug", "info", "warning", "error"))
     log_format: str = option("text", "text or json (one JSON object per line).", parse_choice("text", "json"))
+    allow_empty_policy_set: bool = option(False, "Load a policy set without a single `*.policy` "
+                                          "file (every node fits, nothing is decided). Off: an empty "
+                                          "set is a load error like a set that does not compile (a "
+                                          "ConfigMap mounted with the wrong key, a typo in "
+                                          "`policy_dirs`): the last good set keeps serving, and an "
+                                          "instance that never had one is not ready.", parse_bool)
     reload_interval: float = option(5.0, "Seconds between checks of the policy directories for "
                                     "changes (0: never reload).", parse_float)
     record: str = option("", "Record whole scheduling cycles (requests, answers, policy version) "

@@ -2,7 +2,8 @@
 their rendering; ``EvalError`` (evaluation bounds); ``WireError`` and ``CompactError`` (bodies).
 
 A ``Diagnostic`` says where (a ``Span``), what (``code`` and ``message``) and, when there is one,
-how to fix it (``hint``). ``PolicyError`` carries every diagnostic of a failed load and renders
+how to fix it (``hint``); its ``severity`` is "error" (the set does not load) or "warning" (it
+loads; ``check`` shows it, ``check --strict`` fails on it). ``PolicyError`` carries every diagnostic of a failed load and renders
 them the way compilers do: ``file:line:col: error[CODE]: message``, the source line and a caret.
 
 Codes: the catalogue in ``lang/codes.py`` (E0xx reading, E1xx syntax, E2xx names and fields, E3xx
@@ -34,10 +35,11 @@ class Diagnostic:
     message: str
     span: Span
     hint: str | None = None
+    severity: str = "error"  # or "warning"
 
     def render(self, source: str | None = None) -> str:
-        """``file:line:col: error[CODE]: message``, then the source line with a caret."""
-        lines = [f"{self.span}: error[{self.code}]: {self.message}"]
+        """``file:line:col: error[CODE]: message`` (``warning[CODE]``), then the source line with a caret."""
+        lines = [f"{self.span}: {self.severity}[{self.code}]: {self.message}"]
         lines += _excerpt(self.span, source)
         if self.hint:
             lines.append(f"     = hint: {self.hint}")
@@ -45,7 +47,7 @@ class Diagnostic:
 
     def to_dict(self) -> dict:
         s = self.span
-        return {"code": self.code, "message": self.message, "hint": self.hint, "file": s.file,
+        return {"severity": self.severity, "code": self.code, "message": self.message, "hint": self.hint, "file": s.file,
                 "line": s.line, "column": s.column, "end_line": s.end_line, "end_column": s.end_column}
 
 

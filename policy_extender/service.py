@@ -73,7 +73,8 @@ class Service:
         self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval,
                                        on_change=self._activate, on_restore=self._serve,
                                        on_status=_set_policy_metrics,
-                                       fallback=self._last_good_sources if self.last_good else None)
+                                       fallback=self._last_good_sources if self.last_good else None,
+                                       allow_empty=config.allow_empty_policy_set)
         self.sessions = sessions if sessions is not None else open_session_store(config)
         self.session_cache = _session_cache(self.sessions, runtime_dir)
         self.finished: list[RequestFinished] = []

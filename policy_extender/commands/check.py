@@ -1,11 +1,14 @@
 """``policy-extender check [PATHS]``: lint policy files, as the service would load them.
 
 Each directory is one policy set, read by the reader ``serve`` uses (``policyset.read_sources``:
-a kubelet-mounted ConfigMap is its ``..data`` payload, hidden entries skipped), so the set and its
-version are the ones serve reports; its visible subdirectories with policy files are sets of their
-own. Files named directly are compiled with the other files named from their directory. Exit 0
-with a one-line summary, 1 on any error (every error rendered ``file:line:col`` with the source
-line and a caret), 2 when a path does not exist.
+the ``*.policy`` files directly in it; a kubelet-mounted ConfigMap is its ``..data`` payload,
+hidden entries skipped), so the set and its version are the ones serve reports. A subdirectory is
+not part of it (serve never loads it): its policy files are reported as left out, and checked
+only when the subdirectory is named too. Files named directly are compiled with the other files
+named from their directory. Exit 0 with a one-line summary, 1 on any error (every error rendered
+``file:line:col`` with the source line and a caret), 2 when a path does not exist or no set holds
+a policy file. Warnings (an unused ``let``) of a set that compiles are shown the same way and do
+not change the exit status, unless ``--strict``: then they count as errors (exit 1).
 """
 
 from __future__ import annotations
@@ -28,40 +31,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="policy files or directories of *.policy files (default: policies)")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text for people (default), json for tools")
+    parser.add_argument("--strict", action="store_true",
+                        help="treat warnings (an unused let) as errors: exit 1 when there is one")
 
 
 def run(args: argparse.Namespace) -> int:
     if missing_paths("check", args.paths):
         return 2
-    reports = [r for r in (check_set(paths) for paths in policy_sets(args.paths)) if r["files"] or r["diagnostics"]]
+    sets = policy_sets(args.paths)
+    reports = [r for r in (check_set(paths) for paths in sets) if r["files"] or r["diagnostics"]]
+    left_out = not_loaded(sets)
     if not reports:
-        print(f"policy-extender check: no *.policy files in {', '.join(args.paths)}", file=sys.stderr)
+        print(f"policy-extender check: no *.policy files in {', '.join(args.paths)}"
+              f"{_left_out_note(left_out)}", file=sys.stderr)
         return 2
-    (_print_json if args.format == "json" else _print_text)(reports)
-    return 1 if any(r["diagnostics"] for r in reports) else 0
+    (_print_json if args.format == "json" else _print_text)(reports, left_out, args.strict)
+    return 1 if any(r["diagnostics"] or (args.strict and r["warnings"]) for r in reports) else 0
 
 
 def policy_sets(paths) -> list[tuple[Path, ...]]:
-    """The sets to check, each the paths serve would be given: one directory (the named ones and
-    their visible subdirectories), or the files named directly from one directory."""
+    """The sets to check, each the paths serve would be given: one named directory, or the files
+    named directly from one directory."""
     directories: list[tuple[Path, ...]] = []
     files: dict[Path, list[Path]] = {}
     for path in map(Path, paths):
         if path.is_dir():
-            directories += [(d,) for d in _visible_directories(path) if (d,) not in directories]
+            if (path,) not in directories:
+                directories.append((path,))
         elif path not in files.setdefault(path.parent, []):
             files[path.parent].append(path)
     return directories + [tuple(group) for group in files.values()]
 
 
-def _visible_directories(root: Path) -> list[Path]:
-    """``root`` and the subdirectories under it, hidden ones (a ConfigMap's ``..2026_…``
-    payloads and ``..data``) and everything under them left out."""
-    found = []
-    for directory, subdirectories, _ in os.walk(root):
-        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith("."))
-        found.append(Path(directory))
+def not_loaded(sets: list[tuple[Path, ...]]) -> list[str]:
+    """The policy files under the directories checked that no checked set holds: serve, given
+    the same directories, would not load them either (a set never reaches into subdirectories)."""
+    from policy_extender.policyset import SUFFIXES  # lazy: commands/__init__
+    from policy_extender.policyset.files import files_outside_set
+    checked = {Path(os.path.realpath(p)) for paths in sets for p in paths}
+    found: list[str] = []
+    for paths in sets:
+        if len(paths) == 1 and paths[0].is_dir():
+            found += [f for f in files_outside_set(str(paths[0]), SUFFIXES)
+                      if Path(os.path.realpath(os.path.dirname(f))) not in checked
+                      and Path(os.path.realpath(f)) not in checked and f not in found]
     return found
+
+
+def _left_out_note(left_out: list[str]) -> str:
+    """What the sets checked leave out, one file a line, and how to check it."""
+    if not left_out:
+        return ""
+    directories = sorted({os.path.dirname(f) for f in left_out})
+    files = "".join(f"\n  {f}" for f in left_out)
+    return (f"\n{len(left_out)} policy file{'s' * (len(left_out) != 1)} in subdirectories "
+            f"{'are' if len(left_out) != 1 else 'is'} not part of any set checked, and serve given the "
+            f"same directories would not load {'them' if len(left_out) != 1 else 'it'} (a policy set is "
+            f"the *.policy files directly in its directory):{files}\n"
+            f"check them as a set of their own: policy-extender check {' '.join(directories)}")
 
 
 def check_set(paths: tuple[Path, ...]) -> dict:
@@ -69,7 +96,7 @@ def check_set(paths: tuple[Path, ...]) -> dict:
     by their path, so an editor can open what the diagnostics point at."""
     from policy_extender.policyset import compile_sources, read_sources  # lazy: commands/__init__
     from policy_extender.policyset.files import ReadError
-    report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": ""}
+    report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": "", "warnings": []}
     try:
         sources = read_sources(paths)
     except ReadError as error:
@@ -89,6 +116,10 @@ def check_set(paths: tuple[Path, ...]) -> dict:
         report.update(diagnostics=shown.to_dicts(), rendered=shown.render())
     else:
         report.update(rules=len(policy_set.rules), version=policy_set.version)
+        if policy_set.warnings:
+            shown = PolicyError([_renamed(d, where) for d in policy_set.warnings],
+                                {where.get(name, name): text for name, text in sources.items()})
+            report.update(warnings=shown.to_dicts(), rendered=shown.render())
     return report
 
 
@@ -116,20 +147,31 @@ def _unreadable(where: str, message: str) -> dict:
             "file": where, "line": 1, "column": 1, "end_line": 1, "end_column": 1}
 
 
-def _print_text(reports: list[dict]) -> None:
+def _print_text(reports: list[dict], left_out: list[str], strict: bool = False) -> None:
     errors = sum(len(r["diagnostics"]) for r in reports)
+    warnings = sum(len(r["warnings"]) for r in reports)
     for report in reports:
         if report["rendered"]:
             print(report["rendered"], file=sys.stderr)
+    if left_out:
+        print(f"policy-extender check: warning: {_left_out_note(left_out)[1:]}", file=sys.stderr)
     files = sum(len(r["files"]) for r in reports)
+    in_files = f"in {files} policy file{'s' * (files != 1)}"
+    warned = f"{warnings} warning{'s' * (warnings != 1)}"
     if errors:
-        print(f"{errors} error{'s' * (errors != 1)} in {files} policy file{'s' * (files != 1)}", file=sys.stderr)
+        print(f"{errors} error{'s' * (errors != 1)} {in_files}", file=sys.stderr)
+    elif strict and warnings:
+        print(f"{warned} {in_files} (--strict: warnings are errors)", file=sys.stderr)
     else:
         rules = sum(r["rules"] for r in reports)
-        print(f"ok: {files} policy file{'s' * (files != 1)}, {rules} rule{'s' * (rules != 1)}, no errors")
+        print(f"ok: {files} policy file{'s' * (files != 1)}, {rules} rule{'s' * (rules != 1)}, no errors"
+              + (f", {warned}" if warnings else ""))
 
 
-def _print_json(reports: list[dict]) -> None:
+def _print_json(reports: list[dict], left_out: list[str], strict: bool = False) -> None:
     diagnostics = [d for r in reports for d in r["diagnostics"]]
+    warnings = [d for r in reports for d in r["warnings"]]
     sets = [{k: r[k] for k in ("files", "rules", "version")} for r in reports]
-    print(json.dumps({"ok": not diagnostics, "sets": sets, "diagnostics": diagnostics}, indent=2))
+    ok = not diagnostics and not (strict and warnings)
+    print(json.dumps({"ok": ok, "sets": sets, "diagnostics": diagnostics + warnings, "not_loaded": left_out},
+                     indent=2))

@@ -21,7 +21,8 @@ HELP = "rewrite policy files in the canonical layout; --check prints a diff and 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="policy files, or directories whose *.policy files are formatted (not their subdirectories)")
+                        help="policy files, or directories whose policy set is formatted (the *.policy files "
+                             "directly in them, as serve loads them: not their subdirectories)")
     parser.add_argument("--check", action="store_true",
                         help="change nothing: print a diff for each file that is not formatted and exit 1 if any")
 
@@ -60,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def policy_files(paths) -> list[Path]:
+    """The files named, and the policy set of each directory named (``policyset.files.set_files``)."""
+    from policy_extender.policyset import SUFFIXES  # lazy: commands/__init__
+    from policy_extender.policyset.files import set_files
     files: list[Path] = []
     for path in map(Path, paths):
-        found = sorted(p for p in path.iterdir() if p.suffix == ".policy" and p.is_file()
-                       and not p.name.startswith(".")) if path.is_dir() else [path]
+        found = [path / name for name in set_files(str(path), SUFFIXES)] if path.is_dir() else [path]
         files += [f for f in found if f not in files]
     return files
 

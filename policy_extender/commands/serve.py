@@ -105,7 +105,8 @@ def _policies_compile(config, announce: bool, last_good=None) -> bool:
     """
     from policy_extender.policyset.reload import PolicyReloader  # lazy: commands/__init__
     save = (lambda ps: last_good.save(ps.version, ps.sources)) if last_good is not None else None
-    status = PolicyReloader(config.policy_dirs, 0, on_change=save, inotify=False).reload_now()
+    status = PolicyReloader(config.policy_dirs, 0, on_change=save, inotify=False,
+                            allow_empty=config.allow_empty_policy_set).reload_now()
     if not announce:
         return status.ready
     if status.ready:

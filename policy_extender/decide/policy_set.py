@@ -42,6 +42,8 @@ class PolicySet:
         self.kinds = frozenset(r.kind for r in rules)
         #: the aggregate slots a rule context holds (``Context``'s list; audit.py builds its own)
         self.slots = len(checked.slots)
+        #: the set loads, but these are worth saying (``check`` shows them): an unused let
+        self.warnings = tuple(checked.warnings)
         self._by_kind = {kind: [r for r in rules if r.kind == kind and not r.audit] for kind in self.kinds}
         self._filters = self._by_kind.get("filter", [])  # every predicate call's rules, looked up once
         #: filter rule name -> (its rejection, the answer to Volcano) for a rule whose reason has

@@ -85,6 +85,8 @@ class Checked:
     #: rule kinds with a rule that reads the session: ``session.*`` (but ``session.open``), or a
     #: job or queue the snapshot supplies (``task.job``, ``job.queue``, filter/score ``job``...)
     session_kinds: frozenset = frozenset()
+    #: what is worth saying about a set that loads (severity "warning"): a ``let`` no rule reads
+    warnings: tuple = ()
 
 
 @dataclass
@@ -119,6 +121,7 @@ class Checker:
         self.rule_names: dict[str, Span] = {}
         self.let_types: dict[tuple, Typed] = {}
         self.session_kinds: set[str] = set()
+        self.used_lets: set[int] = set()  # id(Let) of the lets a rule reads, directly or through a let
 
     def run(self) -> Checked:
         rules = [r for f in self.files for r in self.check_file(f)]
@@ -126,7 +129,22 @@ class Checker:
             raise PolicyError(list(self.diagnostics.values()), self.sources)
         reads = {k: frozenset(v) for k, v in self.reads.items()}
         return Checked(rules, self.types, self.names, self.slots, self.prepared, reads, self.sources,
-                       frozenset(self.session_kinds))
+                       frozenset(self.session_kinds), warnings=tuple(self.unused_lets()))
+
+    def unused_lets(self) -> list[Diagnostic]:
+        """A warning for each ``let`` that no rule reads (a let read only by unused lets included)."""
+        found = []
+        for file in self.files:
+            for let in file.statements:
+                if isinstance(let, ast.Let) and id(let) not in self.used_lets:
+                    line = self.sources[file.name].split("\n")[let.span.line - 1]
+                    named = re.match(r"let[ \t]+", line[let.span.column - 1:])
+                    column = let.span.column + (named.end() if named else 0)
+                    found.append(Diagnostic(codes.W201, f"let '{let.name}' is never used",
+                                            Span(file.name, let.span.line, column, let.span.line, column + len(let.name)),
+                                            "use it in a rule or remove it; `check --strict` makes warnings errors",
+                                            severity="warning"))
+        return found
 
     def error(self, code: str, message: str, span: Span, hint: str | None = None) -> Typed:
         self.diagnostics.setdefault((code, span, message), Diagnostic(code, message, span, hint))
@@ -354,7 +372,7 @@ class Checker:
             return self.unavailable(node, scope)
         if name in schema.SHORTHANDS:
             return self.use_shorthand(node, scope)
-        candidates = [*scope.vars, *scope.lets, *roots, *schema.SHORTHANDS]
+        candidates = [*scope.vars, *scope.lets, *roots, *_shorthands_of(scope.kind)]
         if name in MODIFIER_KINDS:  # `x and` then an indented `unresolvable`: read as a name
             return self.error(codes.E202, f"unknown name '{name}': '{name}' is a modifier, read here as part of "
                               "the expression", node.span, self.modifier_hint(node.span))
@@ -379,6 +397,8 @@ class Checker:
 
     def use_let(self, node: ast.Name, let: ast.Let, scope: Scope) -> Typed:
         self.names[id(node)] = ("let", let)
+        if scope.kind is not None:  # read by a rule (a let's own check has no kind)
+            self.used_lets.add(id(let))
         if let.expr is None:
             return Typed("any")
         key = (id(let), scope.kind)
@@ -515,6 +535,10 @@ class Checker:
         return Typed(wanted)
 
     def expr_Binary(self, node: ast.Binary, scope) -> Typed:
+        if node.op == "-":
+            dashed = self.dashed_key(node, scope)
+            if dashed is not None:
+                return dashed
         if node.op in ast.COMPARISONS:
             quoted = self.unquoted_words(node, scope)
             if quoted is not None:
@@ -530,6 +554,33 @@ class Checker:
         if node.op in ("in", "not in"):
             return self.membership(node, left, right)
         return self.comparison(node, left, right)
+
+    def dashed_key(self, node: ast.Binary, scope: Scope) -> Typed | None:
+        """``task.annotations.allow-any-gpu``: a map key with '-' written after a dot reads as a
+        subtraction; reported once, with the bracketed key, and typed as the map's values."""
+        parts: list = []
+        left: ast.Expr = node
+        while isinstance(left, ast.Binary) and left.op == "-":
+            parts.insert(0, left.right)
+            left = left.left
+        text = self.text(node.span)
+        if not isinstance(left, ast.FieldAccess) or not re.fullmatch(r"[^\s]*\.[A-Za-z0-9_]+(-[A-Za-z0-9_]+)+", text) \
+                or not all(isinstance(p, ast.Name) or (isinstance(p, ast.Literal) and isinstance(p.value, int)
+                                                       and not isinstance(p.value, bool)) for p in parts):
+            return None
+        owner = self.expr(left.obj, scope).type
+        if not types.is_map(owner) or (types.element(owner) != "string"
+                                       and all(not self.unknown_name(p.name, scope) for p in parts
+                                               if isinstance(p, ast.Name))):
+            return None
+        for part in (left, *parts):  # typed, so that nothing else is reported about them
+            self.types[id(part)] = "any"
+        key = text[len(self.text(left.obj.span)) + 1:]
+        span = Span(left.name_span.file, left.name_span.line, left.name_span.column, node.span.end_line,
+                    node.span.end_column)
+        self.error(codes.E205, f"'{key}' after a dot reads as a subtraction ({' - '.join(key.split('-'))})",
+                   span, f"a key with '-' is written in brackets: {self.text(left.obj.span)}[\"{key}\"]")
+        return Typed(types.element(owner))  # type: ignore[arg-type]  # a map type has an element
 
     def unquoted_words(self, node: ast.Binary, scope: Scope) -> Typed | None:
         """``node.labels.zone == zone-a``: unknown names where a string fits are reported with a
@@ -626,7 +677,8 @@ class Checker:
             return Typed("bool")
         if types.is_list(right):
             if types.unify(left, types.element(right)) is None:  # type: ignore[arg-type]  # a list type has an element
-                self.error(codes.E302, f"'{node.op}' looks for {types.describe(left)} in a {right}: always false",
+                always = "always true" if node.op == "not in" else "always false"
+                self.error(codes.E302, f"'{node.op}' looks for {types.describe(left)} in a {right}: {always}",
                            node.op_span)
         elif types.is_map(right) or right == "string":
             if not types.loose(left) and left != "string":
@@ -646,11 +698,27 @@ class Checker:
             fits = left == right and left in ("number", "string")
         if not fits:
             verb = "compares" if node.op in ("==", "!=") else "orders"
+            always = {"==": ": always false", "!=": ": always true"}.get(node.op, "")
             hint = self.string_hint(node)
-            self.error(codes.E302, f"'{node.op}' {verb} {types.describe(left)} with {types.describe(right)}"
-                       + (f": {hint}" if hint else ": always false" if node.op in ("==", "!=") else ""),
+            said = f": {hint}" if hint else always + (f"; {self.bool_hint(node)}" if self.bool_hint(node) else "")
+            self.error(codes.E302, f"'{node.op}' {verb} {types.describe(left)} with {types.describe(right)}{said}",
                        node.op_span)
         return Typed("bool")
+
+    def bool_hint(self, node: ast.Binary) -> str | None:
+        """``annotations are strings: write "true"`` for a string compared with ``true``/``false``."""
+        for side, other in ((node.left, node.right), (node.right, node.left)):
+            if self.types.get(id(side)) == "string" and isinstance(other, ast.Literal) \
+                    and isinstance(other.value, bool):
+                read = side
+                while isinstance(read, ast.Binary) and read.op == "-":  # a dashed key (E205)
+                    read = read.left
+                owner = read.obj if isinstance(read, (ast.FieldAccess, ast.Index)) else None
+                what = owner.name if isinstance(owner, ast.FieldAccess) and owner.name in _STRING_MAPS \
+                    else self.text(side.span)
+                are = "are strings" if what in _STRING_MAPS else "is a string"
+                return f'{what} {are}: compare with "{str(other.value).lower()}"'
+        return None
 
     def string_hint(self, node: ast.Binary) -> str | None:
         """``labels are strings: compare number(node.labels.x)`` for a string-map read beside a number."""
@@ -719,7 +787,28 @@ def _did_you_mean(name: str, candidates) -> str:
 
 def _name_hint(scope: Scope) -> str:
     roots = schema.DECISION_ROOTS[scope.kind] if scope.kind else ALL_ROOTS
-    return f"names here: {', '.join([*roots, *schema.SHORTHANDS, *scope.lets, *scope.vars])}"
+    return f"names here: {', '.join([*roots, *_shorthands_of(scope.kind), *scope.lets, *scope.vars])}"
+
+
+@functools.lru_cache(maxsize=None)
+def _shorthands_of(kind: str | None) -> tuple[str, ...]:
+    """The shorthands a rule of ``kind`` can use: those whose expansion reads only its names
+    (``free_gpu`` reads node: not in an enqueue rule); every one outside a rule."""
+    if kind is None:
+        return tuple(schema.SHORTHANDS)
+    roots = schema.DECISION_ROOTS[kind]
+    return tuple(name for name in schema.SHORTHANDS if all(n in roots for n in _names_in(_shorthand(name))))
+
+
+def _names_in(node) -> set[str]:
+    """The names an expression reads."""
+    found, stack = set(), [node]
+    while stack:
+        part = stack.pop()
+        if isinstance(part, ast.Name):
+            found.add(part.name)
+        stack.extend(ast.children(part))
+    return found
 
 
 def _resource_hint(name: str) -> str:

@@ -7,7 +7,8 @@ uses, and on a code without a golden case in tests/lang/cases. docs/language.md 
 table (generated: ``python -m policy_extender.lang.reference --write docs/language.md``).
 
 Families: E0xx reading, E1xx syntax, E2xx names and fields, E3xx types, E4xx rule structure,
-E5xx bounds (E50x at load time, E51x at evaluation time).
+E5xx bounds (E50x at load time, E51x at evaluation time). Wxxx are warnings (the set loads;
+``check`` shows them, ``check --strict`` fails on them), numbered in the family of their E codes.
 """
 
 from __future__ import annotations
@@ -36,14 +37,16 @@ E000 = _code("E000", "cannot read", "a policy file or directory cannot be read (
              "UTF-8, say); reported by `check`", "the message says what to fix")
 
 E101 = _code("E101", "syntax error", "the text is not a statement of the language: an unexpected "
-             "token, an incomplete statement, `=` for `==`, chained comparisons",
+             "token, an incomplete statement, `=` for `==`, chained comparisons, a rule name without "
+             "its `:` (or with a space before it), a misspelled keyword or modifier, a `\"` inside a "
+             "reason's `{...}` hole",
              "the message or its hint names what was expected")
 E102 = _code("E102", "bad character or string", "a character no token starts with, or a string "
              "not closed on its line", "close the string with its quote on the same line")
 E103 = _code("E103", "unknown escape", "a backslash escape a string does not know",
              "the error's own hint lists the escapes a string knows")
-E104 = _code("E104", "no such operator", "an operator the language does not have (`**`)",
-             "multiply explicitly: x * x")
+E104 = _code("E104", "no such operator", "an operator the language does not have: `**`, `&&`, "
+             "`||`, `!`", "the message names what to write: x * x, and, or, not")
 E107 = _code("E107", "bad reason template", "a `{` or `}` of a reason template that opens or "
              "closes no hole", "write {{ and }} for literal braces")
 
@@ -55,12 +58,16 @@ E203 = _code("E203", "unknown function", "a call of a function that is not a bui
              "docs/language.md lists every builtin")
 E204 = _code("E204", "name defined twice", "a `let` of a name already defined, or one that "
              "would hide a context name or shorthand", "rename the let")
+E205 = _code("E205", "key with '-' after a dot", "a map key with `-` written after a dot "
+             "(`task.annotations.allow-any-gpu`) reads as a subtraction of names",
+             "write the key in brackets: task.annotations[\"allow-any-gpu\"]")
 
 E301 = _code("E301", "wrong operand type", "an operator, a field read or `for` applied to a "
              "value of a type it does not take", "the message says which type was found")
-E302 = _code("E302", "comparison that is always false", "a comparison or membership test "
-             "between types that never match (a label string with a number)",
-             "convert with number(...) or string(...)")
+E302 = _code("E302", "comparison that never matches", "a comparison or membership test "
+             "between types that never match (a label string with a number or a bool): `==` and `in` "
+             "are always false, `!=` and `not in` always true",
+             "convert with number(...) or string(...); labels and annotations are strings: compare with \"true\"")
 E303 = _code("E303", "bool needed", "`and`, `or`, `not`, `if` or a filter condition given "
              "something that is not a bool", "compare it to get a bool")
 E304 = _code("E304", "types differ", "the elements of a list, or the branches of `if`, have "
@@ -113,3 +120,6 @@ E511 = _code("E511", "result too long", "evaluation built a string or list longe
 E512 = _code("E512", "evaluation too large", "an aggregate over more than 100000 elements, or "
              "one evaluation visiting more than 1000000 in all",
              "the rule errs for this input; aggregate over less")
+
+W201 = _code("W201", "unused let", "a `let` that no rule reads (a warning: the set loads)",
+             "use it in a rule or remove it; `check --strict` makes warnings errors")

@@ -2,6 +2,6 @@
 May import lang, decide, errors, logs and metrics; never session, record, service, web, replay or commands.
 """
 
-from policy_extender.policyset.compile import compile_sources, load_directories, read_sources
+from policy_extender.policyset.compile import SUFFIXES, compile_sources, load_directories, read_sources
 
-__all__ = ["compile_sources", "load_directories", "read_sources"]
+__all__ = ["SUFFIXES", "compile_sources", "load_directories", "read_sources"]

@@ -1,7 +1,15 @@
 """The one reader of policy directories, and the one content hash of a policy set.
 
-serve, check, test, eval and replay all read policy files here (``read_snapshot``), so a set has
-one version whichever command reads it and wherever the ConfigMap is mounted.
+serve, check, test, eval, fmt, replay and configmap all read policy files here (``read_snapshot``,
+``set_files``), so a set has one version whichever command reads it and wherever the ConfigMap is
+mounted.
+
+Which files make the policy set of a directory (docs/configuration.md, "Which files are the
+policy set"): the files directly in it whose name ends in ``.policy`` and does not start with
+``.``, symlinks followed (dangling ones skipped); in a ConfigMap volume, those of its ``..data``
+payload. Never a subdirectory's: a subdirectory is a set of its own, read only when it is named
+(``files_outside_set`` lists what a directory's set leaves out, for ``check`` to report). A set
+with no file at all is a load error for ``serve`` unless ``allow_empty_policy_set`` is on.
 
 A Kubernetes ConfigMap volume looks like this::
 
@@ -178,6 +186,27 @@ def signature(root: str, suffixes: tuple[str, ...]) -> dict[str, tuple[int, int,
         if os.path.isfile(entry.path):
             found[entry.name] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     return found
+
+
+def set_files(directory: str, suffixes: tuple[str, ...]) -> dict[str, str]:
+    """{file name: path} of the files that make the policy set of ``directory`` (the rule in the
+    module docstring), sorted by name; a ConfigMap volume's are the paths in its payload."""
+    root = data_target(directory) or directory
+    return {name: os.path.join(root, name) for name in sorted(signature(root, suffixes))}
+
+
+def files_outside_set(directory: str, suffixes: tuple[str, ...]) -> list[str]:
+    """The policy files under ``directory`` that its set does not hold: those in its visible
+    subdirectories, at any depth (hidden ones, such as a ConfigMap's ``..2026_…`` payloads, are
+    not looked into). Paths as found, sorted."""
+    found = []
+    for parent, subdirectories, names in os.walk(directory):
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith("."))
+        if os.path.samefile(parent, directory):
+            continue
+        found += [os.path.join(parent, name) for name in names
+                  if name.endswith(suffixes) and not name.startswith(".") and os.path.isfile(os.path.join(parent, name))]
+    return sorted(found)
 
 
 def read_file(path: str) -> bytes:

@@ -16,6 +16,10 @@ of the last good set its instance served (``versions.LastGoodCopy``) and serves 
 reporting the failed load (``last_reload_ok`` false, the errors). Only an instance that never
 had a good set stays not ready.
 
+A snapshot without a single policy file (a ConfigMap mounted with the wrong key, a typo in
+``policy_dirs``) is a failed load like a set that does not compile, unless ``allow_empty``
+(``allow_empty_policy_set``) says an empty set is intended.
+
 ``ReloadStatus`` is the one object ``/readyz``, ``/status`` and the metrics read.
 """
 
@@ -129,6 +133,7 @@ class PolicyReloader:
         on_restore: Callable[[Any], None] | None = None,
         compile: Callable[[dict[str, str]], Any] = compile_sources,
         suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
+        allow_empty: bool = False,
         inotify: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -142,6 +147,7 @@ class PolicyReloader:
         self._fallback_failed = False
         self._compile = compile
         self._suffixes = suffixes
+        self._allow_empty = allow_empty
         self._use_inotify = inotify
         self._clock = clock
         self._status = ReloadStatus(dirs=tuple(self._dirs), interval=interval)
@@ -209,6 +215,8 @@ class PolicyReloader:
             return self._load(snapshot)
 
     def _load(self, snapshot) -> bool:
+        if not snapshot.files and not self._allow_empty:
+            return self._fail(snapshot.digest, (self._empty_set_error(),))
         try:
             policy_set = self._compile(snapshot.sources())
         except ReadError as err:
@@ -224,6 +232,13 @@ class PolicyReloader:
             return self._fail(snapshot.digest, (f"activating the policy set failed: {err!r}",))
         self._succeed(snapshot, policy_set)
         return True
+
+    def _empty_set_error(self) -> str:
+        patterns = ", ".join(f"*{suffix}" for suffix in self._suffixes)
+        return (f"{', '.join(self._dirs)}: no policy file ({patterns}) in the policy set: an empty set would "
+                "let every node fit and decide nothing, so it is not loaded. Is the ConfigMap mounted with "
+                "the right keys, and policy_dirs spelled right? If an empty set is intended, set "
+                "allow_empty_policy_set: true")
 
     def _succeed(self, snapshot, policy_set) -> None:
         now = self._clock()

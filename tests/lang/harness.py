@@ -1,5 +1,6 @@
 """Runs one data-table case: compile the policy, decode the wire-shaped input through
-``policy_extender.wire`` and ask the PolicySet, or compare the exact rendered error."""
+``policy_extender.wire`` and ask the PolicySet, or compare the exact rendered error (or, for a
+case with ``warning:``, the exact rendered warnings of a set that compiles)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,8 @@ def decide(case: dict):
         policy_set = compile_sources(policy_of(case))
     except PolicyError as err:
         return {"error": err.render()}
+    if "warning" in case:
+        return {"warning": PolicyError(list(policy_set.warnings), policy_set.sources).render()}
     env = env_of(case, policy_set.reads)
     verb = case.get("verb", "predicate")
     given = case.get("input", {})

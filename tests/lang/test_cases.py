@@ -20,6 +20,9 @@ def test_case(case):
     if "error" in case:
         assert got == {"error": case["error"].rstrip("\n")}
         return
+    if "warning" in case:
+        assert got == {"warning": case["warning"].rstrip("\n")}
+        return
     assert "error" not in got, got["error"]
     want = case["want"]
     assert {k: got[k] for k in want} == want

@@ -17,7 +17,7 @@ from policy_extender.lang.codes import CATALOGUE
 from .harness import load_cases
 
 PACKAGE = Path(codes.__file__).resolve().parents[1]
-CODE = re.compile(r"E\d{3}")
+CODE = re.compile(r"[EW]\d{3}")
 SOURCES = sorted(path for path in PACKAGE.rglob("*.py") if path != Path(codes.__file__).resolve())
 
 
@@ -32,7 +32,7 @@ def used_codes() -> dict[str, list[str]]:
     """{code: the modules that name it as ``codes.EXXX``}."""
     used: dict[str, list[str]] = {}
     for path in SOURCES:
-        for code in set(re.findall(r"\bcodes\.(E\d{3})\b", path.read_text(encoding="utf-8"))):
+        for code in set(re.findall(r"\bcodes\.([EW]\d{3})\b", path.read_text(encoding="utf-8"))):
             used.setdefault(code, []).append(str(path.relative_to(PACKAGE)))
     return used
 
@@ -54,13 +54,14 @@ def test_every_catalogued_code_is_raised_somewhere():
 
 
 def test_every_code_has_a_golden_case():
-    covered = {code for case in load_cases() if "error" in case for code in CODE.findall(case["error"])}
+    covered = {code for case in load_cases() for said in ("error", "warning") if said in case
+               for code in CODE.findall(case[said])}
     missing = sorted(set(CATALOGUE) - covered)
     assert not missing, f"no golden error case in tests/lang/cases for {missing}"
 
 
 def test_each_entry_says_what_it_means_and_how_to_fix_it():
-    assert list(CATALOGUE) == sorted(CATALOGUE)
+    assert list(CATALOGUE) == sorted(CATALOGUE)  # E codes, then the warnings' W codes
     for key, entry in CATALOGUE.items():
         assert key == entry.code == getattr(codes, key)
         assert entry.title and entry.meaning and entry.hint, key

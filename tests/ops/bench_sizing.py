@@ -8,7 +8,7 @@ Prints figures only (docs/operations.md "Sizing" quotes them). Method, per clust
 1. A synthetic onSessionOpen body of that size (``bench.generate``, the wire shape of Volcano's
    snapshot) is streamed to a temporary file.
 2. ``policy-extender serve`` starts as the manifests run it: 2 gthread workers x 8 threads, the
-   shipped policies (``docker/k8s/policies``), SQLite sessions, multiprocess metrics.
+   shipped policies (``policies/``, what ``docker/k8s/policies/configmap.yaml`` holds), SQLite sessions, multiprocess metrics.
 3. Idle: RSS and PSS (``/proc/PID/smaps_rollup``) of the master and of each worker.
 4. Each worker's peak (``VmHWM``) is reset (``/proc/PID/clear_refs`` 5); one onSessionOpen of the
    body; the wall time, the CPU seconds the master and workers spent on it (``/proc/PID/stat``)
@@ -62,7 +62,7 @@ class Service:
         self.port = free_port()
         env = {**os.environ, "POLICY_EXTENDER_BIND": f"127.0.0.1:{self.port}",
                "POLICY_EXTENDER_WORKERS": str(WORKERS), "POLICY_EXTENDER_THREADS": str(THREADS),
-               "POLICY_EXTENDER_POLICY_DIRS": str(ROOT / "docker/k8s/policies"),
+               "POLICY_EXTENDER_POLICY_DIRS": str(ROOT / "policies"),
                "POLICY_EXTENDER_SESSION_STORE": f"sqlite:{workdir / 'sessions.sqlite'}",
                "POLICY_EXTENDER_LOG_LEVEL": "warning", "POLICY_EXTENDER_RELOAD_INTERVAL": "0",
                "PROMETHEUS_MULTIPROC_DIR": str(workdir / "metrics")}
@@ -156,7 +156,7 @@ def measure(nodes: int, pods: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    print(f"policy-extender serve, {WORKERS} workers x {THREADS} threads, policies docker/k8s/policies, "
+    print(f"policy-extender serve, {WORKERS} workers x {THREADS} threads, policies policies/, "
           f"nproc {os.cpu_count()}, Python {sys.version.split()[0]}")
     for size in argv or SIZES:
         nodes, pods = (int(x) for x in size.split("x"))

@@ -33,7 +33,7 @@ def predicate_body() -> bytes:
 def service(tmp_path):
     port = free_port()
     env = {**os.environ, "POLICY_EXTENDER_BIND": f"127.0.0.1:{port}", "POLICY_EXTENDER_WORKERS": "2",
-           "POLICY_EXTENDER_THREADS": "4", "POLICY_EXTENDER_POLICY_DIRS": str(ROOT / "docker/k8s/policies"),
+           "POLICY_EXTENDER_THREADS": "4", "POLICY_EXTENDER_POLICY_DIRS": str(ROOT / "policies"),
            "POLICY_EXTENDER_SESSION_STORE": f"sqlite:{tmp_path / 'sessions.sqlite'}",
            "POLICY_EXTENDER_LOG_FORMAT": "json", "POLICY_EXTENDER_RELOAD_INTERVAL": "0",
            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}

@@ -35,9 +35,9 @@ class Server(WebServer):
     """The service with hot reload on (``interval``), every request on a new connection."""
 
     def __init__(self, policy_dir: str, state_dir: str, workers: int = 3, interval: float = 0.5,
-                 inotify: bool = True) -> None:
+                 inotify: bool = True, extra_args: tuple[str, ...] = ()) -> None:
         super().__init__(Path(state_dir), Path(policy_dir), workers=workers, threads=4,
-                         reload_interval=interval,
+                         reload_interval=interval, extra_args=extra_args,
                          pythonpath="" if inotify else without_watchdog(state_dir))
 
     def wait_listening(self, timeout: float = 20.0) -> None:

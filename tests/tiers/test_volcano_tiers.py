@@ -33,9 +33,9 @@ def shipped(mode: str = "sidecar") -> dict:
 
 
 def bundled_policies():
-    """The policy set the shipped ConfigMap mounts (docker/k8s/policies, the same files as policies/)."""
-    directory = ROOT / "docker" / "k8s" / "policies"
-    return compile_sources({p.name: p.read_text() for p in sorted(directory.glob("*.policy"))})
+    """The policy set the shipped ConfigMap mounts (docker/k8s/policies/configmap.yaml, made from policies/)."""
+    configmap = yaml.safe_load((ROOT / "docker" / "k8s" / "policies" / "configmap.yaml").read_text())
+    return compile_sources(configmap["data"])
 
 
 # --- real bodies and the extender's real answers ---------------------------------------------
