@@ -24,6 +24,11 @@ other processes on the host hits each alike:
   (``bench.bare_wsgi:kept_socket_app``: each body's map kept for the next, as the service keeps
   it, ``keep_body_maps``); ``service-unkept``: the service with ``--keep-body-maps false``
   (a new map for each body, as before it kept them). Each floor that runs gets its own table.
+* ``service-cluster`` (only when named): the service with ``bench/policies`` and the research
+  queue policy (``policies/research-queue.policy``: ``cluster.idle``, an aggregate over
+  ``cluster.nodes`` by label) and a rule on ``cluster.jobs`` (``CLUSTER_RULES``): the snapshot
+  then keeps every node (its idle, allocatable and labels) and counts the jobs by queue and
+  phase, where ``service``'s keeps none (issue 40: "a set that reads none pays nothing").
 
 Each open is a new connection from this process (a body file sent with ``sendfile``), timed from
 before the connect to the last byte of the answer (client-measured, upload included); then an
@@ -83,6 +88,8 @@ from bench.server import ROOT, Server, _RUNNING, command, process_cpu
 #: services started through a launcher of this module instead of ``policy_extender``
 LAUNCHERS = {"service-whole": ("bench.open_breakdown", "whole-serve"),
              "service-gthread": ("bench.open_breakdown", "gthread-serve")}
+#: what ``service-cluster`` serves besides bench/policies and policies/research-queue.policy
+CLUSTER_RULES = 'ready research-backlog: (cluster.jobs["research"].pending ?? 0) < 1000\n'
 #: the servers others are measured against (each that runs gets its own table)
 FLOORS = ("floor", "floor-kept")
 PHASES = ("before", "receive", "decode", "encode", "store", "answer")
@@ -125,6 +132,16 @@ class TracedServer(Server):
         complete = data[:data.rfind(b"\n") + 1]
         self.seen += len(complete)
         return [json.loads(line) for line in complete.splitlines() if line]
+
+
+def cluster_policies(tmp: str) -> str:
+    """A directory of bench/policies, the research queue policy and ``CLUSTER_RULES``."""
+    directory = Path(tmp) / "cluster-policies"
+    directory.mkdir(exist_ok=True)
+    for source in (*sorted((ROOT / "bench" / "policies").glob("*.policy")), ROOT / "policies" / "research-queue.policy"):
+        (directory / source.name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    (directory / "cluster-jobs.policy").write_text(CLUSTER_RULES, encoding="utf-8")
+    return str(directory)
 
 
 def load_average() -> float:
@@ -246,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     extra = store + (("--node-reuse-bytes", "0") if kind == "service-reuse-off" else ()) \
                         + (("--huge-pages", "false") if kind == "service-small-pages" else ()) \
-                        + (("--keep-body-maps", "false") if kind == "service-unkept" else ())
+                        + (("--keep-body-maps", "false") if kind == "service-unkept" else ()) \
+                        + (("--policy-dirs", cluster_policies(tmp)) if kind == "service-cluster" else ())
                     servers[kind] = TracedServer("service", f"{tmp}/{kind}.trace", launcher=LAUNCHERS.get(kind, ()),
                                                  workers=args.workers, threads=args.threads, extra=extra)
                 servers[kind].start()

@@ -161,22 +161,42 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("allocations", "list[allocation]", "the tasks placed this cycle (net +1), in the order of the events that placed them; aggregate over it to count by job and node together, or only some tasks", session=True),
         Field("evictions", "list[allocation]", "the tasks that ran before this cycle and were evicted in it (net -1), in event order", session=True),
     ),
+    "jobcounts": _fields(
+        Field("total", "number", "jobs in the queue, whatever their phase", "jobs", session=True),
+        Field("pending", "number", "jobs whose PodGroup phase is Pending", "jobs", session=True),
+        Field("inqueue", "number", "jobs whose PodGroup phase is Inqueue", "jobs", session=True),
+        Field("running", "number", "jobs whose PodGroup phase is Running", "jobs", session=True),
+        Field("completed", "number", "jobs whose PodGroup phase is Completed", "jobs", session=True),
+        Field("unknown", "number", "jobs whose PodGroup phase is Unknown", "jobs", session=True),
+    ),
+    "cluster": _fields(
+        Field("nodes", "list[node]", "every node of the session snapshot, in the snapshot's order; each node's idle and used are net of this cycle's allocations on it", session=True),
+        Field("node_count", "number", "nodes in the session snapshot", "nodes", session=True),
+        Field("allocatable", "resources", "allocatable resources summed over every node", _RES, session=True),
+        Field("idle", "resources", "idle resources summed over every node, net of this cycle's allocations (a task allocated this cycle is no longer idle; an eviction gives back)", _RES, session=True),
+        Field("used", "resources", "used resources summed over every node, net of this cycle's allocations", _RES, session=True),
+        Field("queues", "map[queue]", "every queue of the session snapshot, by name (each as the queue root reads it: allocated is the Queue's status as of the open; this cycle's allocations to it are session.queues[name])", session=True),
+        Field("jobs", "map[jobcounts]", "the session snapshot's jobs counted by queue name and PodGroup phase (a queue without jobs is absent: read it with ?? or as 0 through .total)", session=True),
+    ),
 }
 
 #: Types that accept ``x["key"]`` and what the bracket yields.
 INDEX_TYPES: dict[str, str] = {"resources": "number", "counts": "number"}
 
 #: Rule kinds and the top-level names each may read. A name a kind does not list is a check-time
-#: error ("node is not available in an enqueue rule").
+#: error ("node is not available in an enqueue rule"). ``cluster`` (the session snapshot's
+#: cluster-wide facts) is readable in every kind.
 DECISION_ROOTS: dict[str, dict[str, str]] = {
-    "filter": {"task": "task", "node": "node", "job": "job", "queue": "queue", "session": "session"},
-    "score": {"task": "task", "node": "node", "job": "job", "queue": "queue", "session": "session"},
-    "victim": {"evictor": "task", "evictee": "task", "session": "session"},
-    "preemptable": {"evictor": "task", "evictee": "task", "session": "session"},
-    "reclaimable": {"evictor": "task", "evictee": "task", "session": "session"},
-    "enqueue": {"job": "job", "queue": "queue", "session": "session"},
-    "ready": {"job": "job", "queue": "queue", "session": "session"},
-    "overused": {"queue": "queue", "session": "session"},
+    "filter": {"task": "task", "node": "node", "job": "job", "queue": "queue", "session": "session",
+              "cluster": "cluster"},
+    "score": {"task": "task", "node": "node", "job": "job", "queue": "queue", "session": "session",
+              "cluster": "cluster"},
+    "victim": {"evictor": "task", "evictee": "task", "session": "session", "cluster": "cluster"},
+    "preemptable": {"evictor": "task", "evictee": "task", "session": "session", "cluster": "cluster"},
+    "reclaimable": {"evictor": "task", "evictee": "task", "session": "session", "cluster": "cluster"},
+    "enqueue": {"job": "job", "queue": "queue", "session": "session", "cluster": "cluster"},
+    "ready": {"job": "job", "queue": "queue", "session": "session", "cluster": "cluster"},
+    "overused": {"queue": "queue", "session": "session", "cluster": "cluster"},
 }
 
 #: The schedulers whose verbs a policy file's rules can serve (the file's ``protocol`` statement),

@@ -32,8 +32,9 @@ def test_resource_shorthands_are_fields_of_resources_and_counts():
         assert schema.field("counts", name) is not None
 
 
-#: object types Volcano's bodies carry (the rest, counts/session/allocation, come from the session)
-BODY_TYPES = ("resources", "taint", "toleration", "task", "node", "job", "queue")
+#: object types Volcano's bodies carry (``cluster``: onSessionOpen's, the snapshot; the rest,
+#: counts/session/allocation/jobcounts, the service computes from the session)
+BODY_TYPES = ("resources", "taint", "toleration", "task", "node", "job", "queue", "cluster")
 
 
 def test_every_field_a_body_carries_has_its_go_keys_in_the_wire_layer_and_only_there():

@@ -38,7 +38,7 @@ def on_session_open(service: Service, body: bytes) -> Reply:
         policy_set = current_policy(service)
         pruned = snapshot.decode_open_body(body, policy_set.reads)
     trace.mark("decoded")
-    data = snapshot.encode_snapshot(pruned)
+    data = snapshot.encode_snapshot(pruned, policy_set.reads)
     del pruned, streamed
     trace.mark("encoded")
     before = service.sessions.session_counts()

@@ -22,6 +22,9 @@ from policy_extender.lang.parser import Locator, parse_expression
 
 ALL_ROOTS = {name: t for roots in schema.DECISION_ROOTS.values() for name, t in roots.items()}
 WIRE_ROOTS = ("task", "node", "job", "queue")
+#: Roots whose reads are recorded like the wire roots': ``cluster`` reads the onSessionOpen body
+#: (its reads decide what the session snapshot keeps: no node unless one is read)
+READ_ROOTS = (*WIRE_ROOTS, "cluster")
 BOOL_KINDS = frozenset(schema.DECISION_ROOTS) - {"score"}
 MODIFIER_KINDS = {
     "when": frozenset(schema.DECISION_ROOTS),
@@ -114,7 +117,7 @@ class Checker:
         self.slots: dict[int, int] = {}
         self.prepared: dict[int, object] = {}
         #: root -> {(chain of (type, field) steps, whole value)}
-        self.reads: dict[str, set] = {r: set() for r in WIRE_ROOTS}
+        self.reads: dict[str, set] = {r: set() for r in READ_ROOTS}
         self.rule_names: dict[str, Span] = {}
         self.let_types: dict[tuple, Typed] = {}
         self.session_kinds: set[str] = set()
@@ -363,7 +366,7 @@ class Checker:
             self.names[id(node)] = ("root", name)
             if scope.kind and name in _SNAPSHOT_ROOTS.get(scope.kind, ()):
                 self.session_kinds.add(scope.kind)
-            origin = (roots[name], ()) if roots[name] in WIRE_ROOTS else None
+            origin = (roots[name], ()) if roots[name] in READ_ROOTS else None
             return Typed(roots[name], origin)
         if name in ALL_ROOTS:
             return self.unavailable(node, scope)
@@ -430,13 +433,15 @@ class Checker:
         if f.session and scope.kind and not (obj.type == "session" and f.name == "open"):
             self.session_kinds.add(scope.kind)
         origin = None
-        if obj.origin is not None:
-            root, chain = obj.origin
+        from_obj = _origin(obj)
+        if from_obj is not None:
+            root, chain = from_obj
             read = chain + ((obj.type, f.name),)
             self.reads[root].add((read, False))
             if f.type in WIRE_ROOTS:
                 origin = (f.type, ())
-            elif not f.session and (types.element(f.type) in WIRE_ROOTS or f.type in schema.TYPES):
+            elif (root == "cluster" or not f.session) and (
+                    types.element(f.type) in WIRE_ROOTS or f.type in schema.TYPES):
                 origin = (root, read)
         return Typed(f.type, origin)
 
@@ -468,7 +473,7 @@ class Checker:
     def resource_read(self, node: ast.Index, obj: Typed) -> None:
         if obj.origin is None:
             return
-        root, chain = obj.origin
+        root, chain = obj.origin  # a resources value: its origin is the field's own
         key = node.key.value if isinstance(node.key, ast.Literal) else None
         if not isinstance(key, str):
             self.reads[root].add((chain, True))
@@ -755,6 +760,14 @@ class Checker:
             self.error(codes.E306, f"{node.func}(... for ...) needs {types.describe(wanted)} per element, "
                        f"this is {types.describe(elem)}", node.elem.span)
         return Typed("bool" if node.func in ("any", "all") else "number")
+
+
+def _origin(obj: Typed) -> tuple[str, tuple] | None:
+    """Where a read on ``obj`` starts: its origin, or for an object of a wire type reached without
+    one (a map's value, ``values(cluster.queues)``, an ``if`` of two jobs) the object itself."""
+    if obj.origin is None and obj.type in WIRE_ROOTS:
+        return (obj.type, ())
+    return obj.origin
 
 
 @functools.lru_cache(maxsize=None)

@@ -143,7 +143,7 @@ _UNSET = object()
 
 
 class Context(msgspec.Struct, gc=False):
-    """The roots one evaluation reads. ``job``, ``queue`` and ``session`` are computed on first use
+    """The roots one evaluation reads. ``job``, ``queue``, ``session`` and ``cluster`` are computed on first use
     (``_job``, ``_queue``: pass the job or queue when the call has one).
 
     ``vars`` holds the aggregates' loop variables, one slot each (``[None] * slots``). A msgspec
@@ -161,6 +161,7 @@ class Context(msgspec.Struct, gc=False):
     _job: Any = _UNSET
     _queue: Any = _UNSET
     _session: Any = _UNSET
+    _cluster: Any = _UNSET
 
     @property
     def job(self):
@@ -181,6 +182,12 @@ class Context(msgspec.Struct, gc=False):
         if self._session is _UNSET:
             self._session = self._open_session()
         return self._session
+
+    @property
+    def cluster(self):
+        if self._cluster is _UNSET:
+            self._cluster = self.env.cluster_view()
+        return self._cluster
 
     def _open_session(self):
         job, node = self.job, self.node if self.node is not None else self.evictee

@@ -24,6 +24,8 @@ class JobsAndQueues(Protocol):
 
     def queue(self, name: str) -> Any | None: ...
 
+    def cluster_facts(self) -> Any: ...
+
 
 def queue_name_of(snapshot: JobsAndQueues, job_uid: str | None) -> str | None:
     """The queue name of the snapshot's job ``job_uid``, or None if the job is unknown."""
@@ -32,7 +34,8 @@ def queue_name_of(snapshot: JobsAndQueues, job_uid: str | None) -> str | None:
 
 
 class SessionEnv:
-    """The open session as policies see it: the snapshot's jobs and queues, and the counters."""
+    """The open session as policies see it: the snapshot's jobs, queues and cluster-wide facts,
+    and the counters."""
 
     open = True
 
@@ -40,6 +43,7 @@ class SessionEnv:
         self.head = head
         self.snapshot = snapshot
         self.counters = counters
+        self._cluster: Any = None
         if type(snapshot) is Snapshot:  # its own job() is this one's (None for ""): a call less
             self.job = snapshot.job  # type: ignore[method-assign]  # the snapshot's own bound method
 
@@ -54,6 +58,14 @@ class SessionEnv:
         """Counters and lists for a rule; the queue defaults to the job's queue in the snapshot."""
         queue_name = queue_name or queue_name_of(self.snapshot, job_uid)
         return self.counters.session_view(job_uid, queue_name, node_name)
+
+    def cluster_view(self) -> Any:
+        """The ``cluster`` root: the snapshot's facts net of this picture's allocations per node
+        (``wire.cluster``), built on first use and kept with this picture."""
+        cluster = self._cluster
+        if cluster is None:
+            cluster = self._cluster = self.snapshot.cluster_facts().view(self.counters.by_node)
+        return cluster
 
     def __repr__(self) -> str:
         return f"SessionEnv({self.head.session_id} seq {self.head.seq}, {self.snapshot!r})"

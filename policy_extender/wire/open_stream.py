@@ -71,7 +71,7 @@ from . import arriving
 from . import node_reuse
 from .node_reuse import digest, kept_element
 from .reading import DECODE_ERRORS, FrozenReads, Reads, built_once, decode_json, freeze_reads, struct_of
-from .snapshot import AnyObject, open_body_decoder
+from .snapshot import node_keys, node_struct, open_body_decoder
 
 #: decode once this much more has arrived (one decode call holds the GIL ~1 ms per 1.3 MB)
 PIECE_BYTES = 2 << 20
@@ -126,8 +126,8 @@ os.register_at_fork(after_in_child=_forget_jobs)  # digests are under the parent
 
 @built_once
 def _piece_decoders(frozen: FrozenReads) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
-    job = struct_of(frozen, "job")
-    return (msgspec.json.Decoder(dict[str, job | None]), msgspec.json.Decoder(dict[str, AnyObject | None]))  # type: ignore[valid-type]  # a Struct built at run time
+    job, node = struct_of(frozen, "job"), node_struct(frozen)
+    return (msgspec.json.Decoder(dict[str, job | None]), msgspec.json.Decoder(dict[str, node | None]))  # type: ignore[valid-type]  # a Struct built at run time
 
 
 class OpenStream:
@@ -143,6 +143,8 @@ class OpenStream:
         self.search_from = 0    # where to look for the next entry start
         self.end_from = 0       # where to look for the map's end marker
         self.jobs: dict = {}    # the Jobs pieces, merged in order
+        #: the Nodes pieces and kept nodes, merged in order, when the snapshot keeps nodes
+        self.nodes: dict | None = {} if node_keys(self.frozen) is not None else None
         self.jobs_span = self.nodes_span = (0, 0)   # (first entry, first byte not covered)
         self.pieces = 0
         self.reused = 0         # Nodes entries taken as kept nodes (not checked again)
@@ -331,6 +333,8 @@ class OpenStream:
 
     def _took_node(self, key: bytes, node: Any) -> None:
         self.reused += 1
+        if self.nodes is not None:  # the node as its predicate decoded it: the same Struct
+            self.nodes[key.decode()] = node
 
     def _piece(self, stop: int, closes: bool, last_try: bool = False) -> bool:
         """Decode ``buffer[pos:stop]`` as the entries of the current map; ``stop`` is the ``,``
@@ -353,6 +357,8 @@ class OpenStream:
             buffer[begin - 1], buffer[stop] = before, after
             self.busy += time.perf_counter() - started
         self.pieces += 1
+        if not jobs and self.nodes is not None:
+            self.nodes.update(decoded)
         if jobs:
             self.jobs.update(decoded)
             if key is not None and len(decoded) == 1:  # one job under a plain key: kept (by value)
@@ -397,15 +403,22 @@ class OpenStream:
             pruned = self._decode_skeleton(decoder, head, at, last)
         except DECODE_ERRORS:
             return decode_json(decoder, self.buffer)  # the whole decoder's error, path and all
+        key = msgspec.json.decode(sentinel)
         if self.jobs_span[1] > self.jobs_span[0]:
             rest = pruned.Jobs
-            key = msgspec.json.decode(sentinel)
             if key in rest:  # the Jobs map the pieces came from is the one kept
                 del rest[key]
                 merged = self.jobs
                 merged.update(rest)
                 pruned.Jobs = merged
                 self._keep_jobs()
+        if self.nodes_span[1] > self.nodes_span[0] and key in pruned.Nodes:
+            rest = pruned.Nodes  # the sentinel stands for the pieces' nodes (checked or kept)
+            del rest[key]
+            if self.nodes is not None:
+                merged = self.nodes
+                merged.update(rest)
+                pruned.Nodes = merged
         return pruned
 
     def _decode_skeleton(self, decoder: msgspec.json.Decoder, head: bytearray, at: int, last: int) -> Any:

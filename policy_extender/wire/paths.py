@@ -92,6 +92,14 @@ WIRE: dict[Step, tuple[WirePath, ...]] = {
     ('queue', 'parent'): (('Queue', 'spec', 'parent'),),
     ('queue', 'labels'): (('Queue', 'metadata', 'labels'),),
     ('queue', 'annotations'): (('Queue', 'metadata', 'annotations'),),
+    # the cluster root reads the onSessionOpen body (the snapshot), relative to its top level
+    ('cluster', 'nodes'): (('Nodes', '*'),),
+    ('cluster', 'node_count'): (('Nodes', '*'),),
+    ('cluster', 'allocatable'): (('Nodes', '*', 'Allocatable'),),
+    ('cluster', 'idle'): (('Nodes', '*', 'Idle'),),
+    ('cluster', 'used'): (('Nodes', '*', 'Used'),),
+    ('cluster', 'queues'): (('Queues', '*'),),
+    ('cluster', 'jobs'): (('Jobs', '*', 'PodGroup', 'status', 'phase'), ('Jobs', '*', 'PodGroup', 'Status', 'Phase')),
 }
 
 #: Volcano up to v1.13 marshals the PodGroup of a JobInfo and the Queue of a QueueInfo from its
@@ -158,9 +166,24 @@ def go_paths(chain: tuple[Step, ...], whole: bool = False) -> set[WirePath]:
     return {prefix + path for path in wire_paths(chain[-1])}
 
 
+#: The onSessionOpen maps the ``cluster`` root reads, and the object type of their values.
+CLUSTER_MAPS: dict[str, str] = {"Nodes": "node", "Jobs": "job", "Queues": "queue"}
+
+
 def go_reads(reads: Mapping[str, Iterable[tuple[tuple[Step, ...], bool]]]) -> dict[str, frozenset]:
     """{root type: frozenset of wire paths} for the checker's reads: what the rules read, and
     only that (the decoders add ``ALWAYS_READ``; a key Volcano always sends is required of a
-    body when a rule reads it, ``structs.GO_KEYS``, not when only the service does)."""
-    return {root: frozenset().union(*(go_paths(chain, whole) for chain, whole in chains))
-            for root, chains in reads.items()}
+    body when a rule reads it, ``structs.GO_KEYS``, not when only the service does).
+
+    ``cluster`` holds the paths of the onSessionOpen body its reads need (``Nodes.*...``): empty,
+    the snapshot keeps no node. What they read on a node (a job) is also read on every node (job)
+    the decoders keep, so the snapshot's nodes are decoded with the predicate's node Struct (the
+    nodes a worker kept from predicates are taken as they are, ``wire.open_stream``)."""
+    out = {root: frozenset().union(*(go_paths(chain, whole) for chain, whole in chains))
+           for root, chains in reads.items()}
+    cluster = out.get("cluster", frozenset())
+    for key, root in CLUSTER_MAPS.items():
+        below = frozenset(path[2:] for path in cluster if path[:2] == (key, "*") and len(path) > 2)
+        if below:
+            out[root] = out.get(root, frozenset()) | below
+    return out

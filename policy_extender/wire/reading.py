@@ -13,11 +13,12 @@ import msgspec
 from policy_extender.errors import WireError
 from .structs import expected, struct_for
 
-#: ``{"task"|"node"|"job"|"queue": frozenset of wire paths}``, as ``PolicySet.reads``.
+#: ``{"task"|"node"|"job"|"queue"|"cluster": frozenset of wire paths}``, as ``PolicySet.reads``
+#: (``cluster``: paths in the onSessionOpen body, ``wire.paths.go_reads``).
 Reads = Mapping[str, frozenset]
 FrozenReads = tuple[tuple[str, frozenset], ...]
 
-ROOTS = ("task", "node", "job", "queue")
+ROOTS = ("task", "node", "job", "queue", "cluster")
 
 
 _FROZEN: dict[int, tuple[Reads | None, FrozenReads]] = {}

@@ -224,11 +224,32 @@ class CycleAllocations:
                            self.by_queue, self.by_job, self.by_node, self.placed, self.evicted)
 
 
+class NoCluster:
+    """The ``cluster`` root with no session open (``wire.cluster.ClusterView`` otherwise): no
+    nodes, no queues, no jobs, zero totals."""
+
+    __slots__ = ()
+    nodes = property(lambda self: [])
+    node_count = 0
+    allocatable = idle = used = EMPTY
+    queues = property(lambda self: {})
+    jobs = property(lambda self: {})
+
+    def __repr__(self) -> str:
+        return "NO_CLUSTER"
+
+
+NO_CLUSTER = NoCluster()
+
+
 class NoSession:
-    """The Env when no session is open: no jobs, no queues, zero counts."""
+    """The Env when no session is open: no jobs, no queues, zero counts, no cluster."""
 
     open = False
     _view = SessionView()
+
+    def cluster_view(self) -> NoCluster:
+        return NO_CLUSTER
 
     def job(self, uid: str):
         return None
@@ -260,6 +281,8 @@ class SnapshotEnv:
         self._queues = {name: view.with_env(self) for name, view in dict(queues).items()}
         self._queues_by_uid = {view.uid: view for view in self._queues.values() if view.uid}
         self.tally = CycleAllocations(allocations, evictions)
+        #: the ``cluster`` root's facts (a ``wire.cluster.ClusterFacts``), or None: no cluster
+        self.cluster_facts = None
 
     def job(self, uid: str):
         return self._jobs.get(uid) if uid else None
@@ -271,3 +294,7 @@ class SnapshotEnv:
 
     def session_view(self, job_uid, queue_name, node_name) -> SessionView:
         return self.tally.session_view(job_uid, queue_name, node_name, open=True)
+
+    def cluster_view(self):
+        facts = self.cluster_facts
+        return NO_CLUSTER if facts is None else facts.view(self.tally.by_node)

@@ -12,11 +12,12 @@ import operator
 
 import msgspec
 
+from .cluster import ClusterView, JobCounts, shifted
 from .paths import LEGACY_CRD, TASK_STATUSES
 from .resources import Counts, Resources, amount_from_wire, amount_reader, field_of
 from .session_views import NO_SESSION, AllocationView, CycleAllocations, NoSession, PlacedTask, SessionView, SnapshotEnv
 
-__all__ = ["TaskView", "NodeView", "JobView", "QueueView", "TaintView", "TolerationView",
+__all__ = ["TaskView", "NodeView", "NetNodeView", "ClusterView", "JobCounts", "JobView", "QueueView", "TaintView", "TolerationView",
            "Resources", "Counts", "SessionView", "AllocationView", "CycleAllocations", "PlacedTask", "NoSession",
            "NO_SESSION", "SnapshotEnv", "VIEW_TYPES", "WireMapping", "WireResources"]
 
@@ -257,6 +258,34 @@ class NodeView(View):
     def tasks(self) -> list[TaskView]:
         return [TaskView(t, self.env) for t in _elements(field_of(self.raw, "Tasks"))]
 
+    def moved_by(self, moved: dict[str, int | float]) -> NetNodeView:
+        """This node with ``moved`` (whole units by full name) allocated on it this cycle."""
+        return NetNodeView(self.raw, self.env, moved)
+
+
+class NetNodeView(NodeView):
+    """A node of ``cluster.nodes`` whose ``idle`` and ``used`` are net of this cycle's
+    allocations on it (``_moved``: the counters' net amounts there, whole units by full name)."""
+
+    __slots__ = ("_moved",)
+
+    def __init__(self, raw, env, moved: dict[str, int | float]) -> None:
+        super().__init__(raw, env)
+        self._moved = moved
+
+    def with_env(self, env):
+        return NetNodeView(self.raw, env, self._moved)
+
+    def moved_by(self, moved: dict[str, int | float]) -> NetNodeView:
+        total = dict(self._moved)
+        for name, amount in moved.items():
+            total[name] = total.get(name, 0) + amount
+        return NetNodeView(self.raw, self.env, total)
+
+    # plain properties (not ``WireResources``): the compiler reads them as any attribute
+    idle = property(lambda self: shifted(Resources.from_wire(field_of(self.raw, "Idle")), self._moved, -1))
+    used = property(lambda self: shifted(Resources.from_wire(field_of(self.raw, "Used")), self._moved, 1))
+
 
 class JobView(View):
     """A Volcano JobInfo (a PodGroup and its tasks)."""
@@ -325,5 +354,5 @@ class QueueView(View):
 VIEW_TYPES: dict[str, type] = {
     "task": TaskView, "node": NodeView, "job": JobView, "queue": QueueView,
     "taint": TaintView, "toleration": TolerationView, "resources": Resources, "counts": Counts,
-    "session": SessionView, "allocation": AllocationView,
+    "session": SessionView, "allocation": AllocationView, "cluster": ClusterView, "jobcounts": JobCounts,
 }

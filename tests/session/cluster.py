@@ -1,7 +1,8 @@
 """Test helpers: a small real snapshot codec, and a scheduling cycle played by several processes.
 
 The snapshot here is a msgpack map {job uid: queue name}; the wire layer's real snapshot offers
-the same two lookups (``job(uid)`` with a ``queue_name``, ``queue(name)``).
+the same two lookups (``job(uid)`` with a ``queue_name``, ``queue(name)``), and its cluster-wide
+facts (``cluster_facts()``: none here).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import msgspec
 
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
+from policy_extender.wire.cluster import ClusterFacts
 
 JOBS = {f"job-{n}": f"queue-{n % 2}" for n in range(4)}
 SOURCES = {"gpu.policy": "score 10 * free_gpu\n"}
@@ -40,6 +42,9 @@ class DictSnapshot:
 
     def queue(self, name: str) -> QueueStub | None:
         return QueueStub(name) if name in self.jobs.values() else None
+
+    def cluster_facts(self) -> ClusterFacts:
+        return ClusterFacts((), {}, ())
 
 
 def encode_snapshot(jobs: dict[str, str] = JOBS) -> bytes:
