@@ -266,3 +266,18 @@ def test_eval_detects_a_kube_scheduler_body_and_decides_it_with_its_verbs(tmp_pa
     assert "kube-scheduler has no session" in capsys.readouterr().err
     assert main(["eval", str(body), "--verb", "prioritize", "--policies", str(directory)]) == 0
     assert capsys.readouterr().out.startswith(f"{kube.DECISIONS['score'].verb}: [{{\"Host\": \"n1\"")
+
+
+def test_a_volcano_case_never_exercises_a_rule_serving_only_kube_scheduler(tmp_path):
+    directory = write_policy_dir(tmp_path, policy="filter anywhere: true\n", fixtures="""\
+        cases:
+          - name: fits
+            decision: filter
+            input: {task: {name: t}, node: {name: n1}}
+            expect: {fits: true}
+    """)
+    (directory / "kube.policy").write_text("protocol kube-scheduler\nfilter kube-only: true\n")
+    report = run_paths([directory]).coverage.report()
+    assert {r["rule"]: r["outcomes"] for r in report["per_rule"]} == {"anywhere": ["passed"], "kube-only": []}
+    assert report["per_protocol"]["kube-scheduler"]["never_exercised"] == [
+        {"rule": "kube-only", "kind": "filter", "where": "kube.policy:2:1"}]

@@ -2,6 +2,7 @@
 (``schema.PROTOCOL_FIELDS``); anything else is E411 at the read (the exact messages are golden
 cases in cases/errors.yaml). Files serving only Volcano read everything, as before."""
 
+import json
 import re
 from pathlib import Path
 
@@ -127,3 +128,25 @@ def test_the_language_doc_lists_what_kube_scheduler_does_not_send():
         assert f"`{key.rsplit('.', 1)[-1]}`" in section, key
     listed = {kind for row in re.findall(r"^\| (.*?) \|", section, re.M) for kind in re.findall(r"`(\w+)`", row)}
     assert listed == set(schema.DECISION_ROOTS)
+
+
+def test_every_field_kube_scheduler_sends_is_read_off_its_bodies():
+    """The views of kube-scheduler's v1.Pod and v1.Node (``wire.kube``) give every field the
+    table says it sends, so a rule the checker lets through reads a value, never fails."""
+    from policy_extender.wire import compact
+    from policy_extender.wire.kube import decode_extender_args, decode_preemption_args
+    from policy_extender.wire.session_views import NO_SESSION
+    request = decode_extender_args(json.dumps(compact.extender_args_body(
+        {"name": "web-0", "labels": {"a": "y"}, "priority": 5, "requests": {"gpu": 1}},
+        [{"name": "n1", "labels": {"zone": "a"}, "allocatable": {"gpu": 2}}])).encode())
+    for type_name, view in (("task", request.task), ("node", request.nodes[0])):
+        for name in schema.PROTOCOL_FIELDS[KUBE][type_name]:
+            getattr(view, name)  # raises AttributeError when the view lacks it
+    kube = compile_sources({"a.policy": "protocol kube-scheduler\n" + SENT}).for_protocol(KUBE)
+    # decided (the compact node has no capacity: rejected) without an error reading any field
+    assert kube.predicate(request.task, request.nodes[0], NO_SESSION).rule == "every-node-field"
+    assert kube.prioritize(request.task, request.nodes, NO_SESSION).scores == {"n1": 0}
+    preempt = decode_preemption_args(json.dumps(compact.preemption_args_body(
+        {"name": "urgent-0", "priority": 10}, [{"name": "batch-0", "uid": "u0", "priority": 1,
+                                               "requests": {"gpu": 1}}])).encode())
+    assert kube.victims("preemptable", preempt.evictor, preempt.nodes[0].pods, NO_SESSION).victims == [0]
