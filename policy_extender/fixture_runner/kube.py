@@ -10,7 +10,8 @@ off the answer:
 
 * filter: ``fits`` (required: the node is in ``Nodes``), ``unresolvable`` (rejected into
   ``FailedAndUnresolvableNodes``, so preemption is not tried on it), ``reason`` (a regex searched in
-  the reason, the map's value), ``rule`` (from the decision: not on the wire);
+  the reason, the map's value), ``rule`` (from the decision: not on the wire); for a raw body of
+  several nodes, the same per node: ``nodes: {NAME: {fits: ..., ...}}``;
 * score: ``scores`` (``{node: 0..10}``, the integers of the ``HostPriorityList``), ``order``;
 * preemptable: ``victims``, the evictees whose UIDs the answer names on their node (by name or
   UID, any order): every evictee when no rule applied (kube-scheduler's own choice stands), none
@@ -38,13 +39,10 @@ INPUTS: dict[str, tuple[str, ...]] = {"filter": ("task", "node"), "score": ("tas
                                       "preemptable": ("evictor", "evictees")}
 #: decision -> what its ``expect:`` may name (``audit`` as for Volcano's decisions)
 EXPECT: dict[str, frozenset[str]] = {
-    "filter": frozenset({"fits", "unresolvable", "reason", "rule", "audit"}),
+    "filter": frozenset({"fits", "unresolvable", "reason", "rule", "nodes", "audit"}),
     "score": frozenset({"scores", "order", "audit"}),
     "preemptable": frozenset({"victims", "audit"}),
 }
-#: the range of kube-scheduler's extender scores (``MaxExtenderPriority``)
-MAX_SCORE = 10
-
 DECISIONS: dict[str, Decision] = {
     name: Decision(name, verb.name, INPUTS[name], EXPECT[name], PROTOCOL) for name, verb in BY_DECISION.items()}
 #: other names a kube-scheduler case may use for a decision: its verbs' names (their paths) and kinds
@@ -75,29 +73,46 @@ BODIES = {"filter": (_filter_body, INPUTS["filter"]),
           "preemptable": (BY_DECISION["preemptable"].compact, INPUTS["preemptable"])}
 
 
+#: what a filter case may expect of its one node, and ``nodes: {NAME: ...}`` of each node
+ONE_NODE = frozenset({"fits", "unresolvable", "reason", "rule"})
+
+
 class KubeAnswerError(Exception):
-    """kube-scheduler's answer says the call failed (its ``Error``)."""
+    """kube-scheduler's answer says the call failed (its ``Error``), or it cannot say what the
+    case's ``expect:`` asks (``key``: the expectation)."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
 
 
-def actual(decision_name: str, decision, response: Any, body: bytes) -> dict:
-    """The answer in ``expect:`` terms."""
+def actual(decision_name: str, decision, response: Any, body: bytes, expect=()) -> dict:
+    """The answer in ``expect:`` terms (``expect``: the case's, for what a filter of several nodes
+    cannot say)."""
     if decision_name == "filter":
-        return _filter(decision, response)
+        return _filter(decision, response, expect)
     if decision_name == "score":
         scores = {entry["Host"]: entry["Score"] for entry in response or ()}
         return {"scores": scores, "order": sorted(scores, key=lambda name: (-scores[name], name))}
     return _victims(response, body)
 
 
-def _filter(decision, response: dict) -> dict:
+def _filter(decision, response: dict, expect) -> dict:
+    """Per node (``nodes``) what the answer says of it, and of the one node of a one-node call."""
     if response.get("Error"):
         raise KubeAnswerError(f"the filter answer carries Error: {response['Error']}")
-    kept = [item.get("metadata", {}).get("name") for item in (response.get("Nodes") or {}).get("items") or ()]
+    kept = {item.get("metadata", {}).get("name") for item in (response.get("Nodes") or {}).get("items") or ()}
     failed, unresolvable = response.get("FailedNodes") or {}, response.get("FailedAndUnresolvableNodes") or {}
-    reasons = [*failed.values(), *unresolvable.values()]
-    rule = next((d.rule for d in decision.decisions if not d.fits), None)
-    return {"fits": bool(kept), "unresolvable": bool(unresolvable),
-            "reason": reasons[0] if reasons else "", "rule": rule}
+    nodes = {name: {"fits": name in kept, "unresolvable": name in unresolvable,
+                    "reason": failed.get(name) or unresolvable.get(name) or "", "rule": None if each.fits else each.rule}
+             for name, each in zip(decision.nodes, decision.decisions)}
+    if len(nodes) == 1:
+        return {**next(iter(nodes.values())), "nodes": nodes}
+    said = sorted(ONE_NODE & set(expect))
+    if said:
+        raise KubeAnswerError(f"this filter call sends {len(nodes)} nodes, so `{'`, `'.join(said)}` cannot say which: "
+                              "expect per node, `nodes: {NAME: {fits: false, unresolvable: true}, ...}`", said[0])
+    return {"nodes": nodes}
 
 
 def _victims(response: dict, body: bytes) -> dict:

@@ -166,7 +166,7 @@ def test_what_kube_schedulers_answers_cannot_hold_is_an_error_at_its_line(tmp_pa
     expect: {fits: false, code: 3}
 """)
     assert message.endswith(":6: `code` is not an outcome of a filter decision of kube-scheduler: expect one of "
-                            "audit, fits, reason, rule, unresolvable")
+                            "audit, fits, nodes, reason, rule, unresolvable")
     [message] = errors_of(tmp_path / "score", """\
   - name: a fraction
     protocol: kube-scheduler
@@ -281,3 +281,40 @@ def test_a_volcano_case_never_exercises_a_rule_serving_only_kube_scheduler(tmp_p
     assert {r["rule"]: r["outcomes"] for r in report["per_rule"]} == {"anywhere": ["passed"], "kube-only": []}
     assert report["per_protocol"]["kube-scheduler"]["never_exercised"] == [
         {"rule": "kube-only", "kind": "filter", "where": "kube.policy:2:1"}]
+
+
+def test_a_raw_body_of_several_nodes_is_expected_node_by_node(tmp_path):
+    from policy_extender.wire import compact
+    directory = write_policy_dir(tmp_path, policy=BOTH, fixtures="""\
+        defaults: {protocol: kube-scheduler, decision: filter, body_file: captured-filter.json}
+        cases:
+          - name: each node's answer
+            expect:
+              nodes:
+                n1: {fits: true}
+                n2: {fits: false, unresolvable: true, rule: same-zone, reason: "zone b"}
+                n3: {fits: false, unresolvable: false, rule: not-cordoned}
+          - name: a wrong node
+            expect: {nodes: {n3: {fits: true}}}
+          - name: one answer for three nodes
+            expect: {fits: true}
+          - name: a Volcano outcome of a node
+            expect: {nodes: {n1: {fits: false, code: 2}}}
+    """)
+    (directory / "captured-filter.json").write_text(json.dumps(compact.extender_args_body(
+        {"name": "web-0", "annotations": {"zone": "a"}},
+        [{"name": "n1", "labels": {"zone": "a"}}, {"name": "n2", "labels": {"zone": "b"}},
+         {"name": "n3", "labels": {"zone": "a"}, "unschedulable": True}])))
+    results = {r.case.name: r for r in run_paths([directory]).results}
+    assert results["each node's answer"].outcome == "PASS", results["each node's answer"].message
+    wrong = results["a wrong node"]
+    assert wrong.outcome == "FAIL" and wrong.diff.splitlines()[3:] == [
+        " nodes:", "   n3:", "-    fits: true", "+    fits: false"]
+    assert results["one answer for three nodes"].outcome == "ERROR"
+    assert results["one answer for three nodes"].message.endswith(
+        ":12: this filter call sends 3 nodes, so `fits` cannot say which: expect per node, "
+        "`nodes: {NAME: {fits: false, unresolvable: true}, ...}`")
+    assert results["a Volcano outcome of a node"].outcome == "ERROR"
+    assert results["a Volcano outcome of a node"].message.endswith(
+        ":14: `code` is not something kube-scheduler's filter answer says of a node: expect one of fits, reason, "
+        "rule, unresolvable")
