@@ -117,20 +117,20 @@ class ExtenderPreemptionArgs(msgspec.Struct, **_OPTIONS):
     NodeNameToMetaVictims: dict[str, Any] | None = None
 
 
-def _decode(decoder: msgspec.json.Decoder, body: bytes) -> Any:
+def _decode(decoder: msgspec.json.Decoder, body: Any, prefix: str = "$") -> Any:
     """``decode_json``, with the map keys msgspec leaves out of an error's path (``[...]``)
     found in the body: ``$.Nodes.items[3].status.allocatable.cpu``, not ``allocatable[...]``."""
     try:
-        return decode_json(decoder, body)
+        return decode_json(decoder, body, prefix)
     except WireError as error:
-        if "[...]" not in error.path:
+        if "[...]" not in error.path or not error.path.startswith(prefix):
             raise
         try:
             whole = msgspec.json.decode(body)
         except (msgspec.MsgspecError, UnicodeDecodeError):
             raise error from None
-        found = _keyed(whole, re.findall(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]", error.path[1:]), "$")
-        raise WireError(error.message, found or error.path) from None
+        steps = re.findall(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]", error.path[len(prefix):])
+        raise WireError(error.message, _keyed(whole, steps, prefix) or error.path) from None
 
 
 _QUANTITY = re.compile(QUANTITY_PATTERN)
@@ -151,7 +151,7 @@ def _keyed(value: Any, steps: list[tuple[str, str]], path: str) -> str | None:
         if not rest and (isinstance(item, (int, float)) and not isinstance(item, bool)
                          or isinstance(item, str) and _QUANTITY.match(item)):
             continue  # a good quantity: not the one refused
-        shown = f"{path}.{name}" if re.fullmatch(r"[A-Za-z0-9_./-]+", name) else f"{path}[{name!r}]"
+        shown = f"{path}.{name}" if re.fullmatch(r"[A-Za-z0-9_-]+", name) else f"{path}[{name!r}]"
         found = _keyed(item, rest, shown)
         if found is not None:
             return found
@@ -378,7 +378,7 @@ def decode_preemption_args(body: bytes, reads=None, env=NO_SESSION) -> KubePreem
         path = f"$.NodeNameToVictims[{name!r}]"
         pods, uids = [], []
         for i, raw in enumerate((victims.Pods or ()) if victims is not None else ()):
-            decoded = decode_json(_POD, raw, f"{path}.Pods[{i}]")
+            decoded = _decode(_POD, raw, f"{path}.Pods[{i}]")
             if decoded is None:
                 continue
             uid = decoded.metadata.uid if decoded.metadata is not None else None
