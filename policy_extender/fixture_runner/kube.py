@@ -29,7 +29,7 @@ from policy_extender.verb_names import kube_scheduler as names
 from policy_extender.wire.kube import decode_preemption_args
 
 from . import outcome
-
+from .expect import NODE_KEYS
 from .model import Decision
 
 PROTOCOL = names.PROTOCOL
@@ -73,10 +73,6 @@ BODIES = {"filter": (_filter_body, INPUTS["filter"]),
           "preemptable": (BY_DECISION["preemptable"].compact, INPUTS["preemptable"])}
 
 
-#: what a filter case may expect of its one node, and ``nodes: {NAME: ...}`` of each node
-ONE_NODE = frozenset({"fits", "unresolvable", "reason", "rule"})
-
-
 class KubeAnswerError(Exception):
     """kube-scheduler's answer says the call failed (its ``Error``), or it cannot say what the
     case's ``expect:`` asks (``key``: the expectation)."""
@@ -108,7 +104,7 @@ def _filter(decision, response: dict, expect) -> dict:
              for name, each in zip(decision.nodes, decision.decisions)}
     if len(nodes) == 1:
         return {**next(iter(nodes.values())), "nodes": nodes}
-    said = sorted(ONE_NODE & set(expect))
+    said = sorted(NODE_KEYS & set(expect))  # what a case says of its one node, ``nodes:`` of each
     if said:
         raise KubeAnswerError(f"this filter call sends {len(nodes)} nodes, so `{'`, `'.join(said)}` cannot say which: "
                               "expect per node, `nodes: {NAME: {fits: false, unresolvable: true}, ...}`", said[0])
