@@ -210,6 +210,64 @@ PROTOCOL_KINDS: dict[str, frozenset[str]] = {
 #: What a file without a ``protocol`` statement serves.
 DEFAULT_PROTOCOLS: frozenset[str] = frozenset({"volcano"})
 
+_ALL_FIELDS = {type_name: frozenset(fields) for type_name, fields in TYPES.items()}
+
+#: What each scheduler sends, so what a rule of a file serving it can read: protocol -> object
+#: type -> the fields it can read. A type a protocol does not list is never sent (kube-scheduler
+#: sends a v1.Pod and v1.Nodes: no job, queue or session, and of the pod and nodes only what
+#: ``wire`` reads off them). Volcano sends everything. A read of anything else in a file that
+#: serves the protocol is a load-time error (E411; ``PROTOCOL_UNSENT`` says why and what to read).
+PROTOCOL_FIELDS: dict[str, dict[str, frozenset[str]]] = {
+    "volcano": _ALL_FIELDS,
+    "kube-scheduler": {
+        "task": frozenset({"uid", "name", "namespace", "labels", "annotations", "priority", "priority_class",
+                           "requests", "init_requests", "node_selector", "tolerations", "best_effort",
+                           "node_name"}),
+        "node": frozenset({"name", "labels", "annotations", "taints", "unschedulable", "conditions", "ready",
+                           "allocatable", "capacity"}),
+        "taint": _ALL_FIELDS["taint"],
+        "toleration": _ALL_FIELDS["toleration"],
+        "resources": _ALL_FIELDS["resources"],
+    },
+}
+
+_NO_JOB = "kube-scheduler sends a v1.Pod, which belongs to no Volcano job"
+_NO_PODS = "kube-scheduler sends the v1.Node without the pods on it"
+_NOT_A_TASK = "kube-scheduler sends a v1.Pod, not Volcano's TaskInfo with its"
+
+#: For each protocol, why what it does not send cannot be known, and what to read instead (None:
+#: nothing it sends says it; ``{obj}`` is the object as the rule names it, ``evictee``), by root
+#: name (``job``) or ``type.field`` (``node.idle``): the message of the checker's E411.
+PROTOCOL_UNSENT: dict[str, dict[str, tuple[str, str | None]]] = {
+    "volcano": {},
+    "kube-scheduler": {
+        "job": ("kube-scheduler sends the pod and the nodes, and no Volcano job (PodGroup)", None),
+        "queue": ("kube-scheduler has no queues", None),
+        "session": ("kube-scheduler has no scheduling session (no snapshot, no jobs, no queues, "
+                    "no allocation events)", None),
+        "cluster": ("kube-scheduler sends no snapshot of the cluster, only the pod and the candidate nodes",
+                    None),
+        "task.role": (f"{_NO_JOB}, so it has no role in one", None),
+        "task.status": (f"{_NOT_A_TASK} status", "read {obj}.node_name (empty while pending)"),
+        "task.preemptable": (f"{_NOT_A_TASK} preemptable mark",
+                             "read {obj}.priority, or a pod label or annotation that says it"),
+        "task.job_id": (_NO_JOB, None),
+        "task.job": (_NO_JOB, None),
+        "task.queue": (f"{_NO_JOB} or queue", None),
+        "node.idle": (_NO_PODS, "read {obj}.allocatable"),
+        "node.used": (_NO_PODS, "read {obj}.allocatable"),
+        "node.releasing": (_NO_PODS, None),
+        "node.pipelined": (_NO_PODS, None),
+        "node.tasks": (_NO_PODS, None),
+    },
+}
+
+
+def sends(protocol: str, type_name: str, field_name: str | None = None) -> bool:
+    """Whether ``protocol`` sends objects of ``type_name`` (and, given one, their field ``field_name``)."""
+    fields = PROTOCOL_FIELDS[protocol].get(type_name)
+    return fields is not None and (field_name is None or field_name in fields)
+
 #: Built-in shorthands: a name that stands for an expression, written in the language itself and
 #: checked like user code (so ``free_gpu`` in an enqueue rule is refused, as ``node`` is).
 SHORTHANDS: dict[str, tuple[str, str]] = {

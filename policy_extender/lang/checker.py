@@ -122,6 +122,8 @@ class Checker:
         self.let_types: dict[tuple, Typed] = {}
         self.session_kinds: set[str] = set()
         self.used_lets: set[int] = set()  # id(Let) of the lets a rule reads, directly or through a let
+        #: file name -> the line of its ``protocol`` statement (for messages)
+        self.protocol_lines: dict[str, int] = {}
 
     def run(self) -> Checked:
         rules = [r for f in self.files for r in self.check_file(f)]
@@ -167,6 +169,7 @@ class Checker:
                 audit = self.check_audit(statement, audit, rules)
             elif isinstance(statement, ast.Protocol):
                 protocol = self.check_protocol(statement, protocol, rules)
+                self.protocol_lines.setdefault(file.name, protocol.span.line)
             else:
                 rules.append(self.check_rule(file, statement, guard, dict(lets), audit, protocol))
         return rules
@@ -238,7 +241,9 @@ class Checker:
             if modifier.kind == "audit" and audit is not None:
                 self.error(codes.E408, f"the whole file is marked audit (line {audit.span.line}): this "
                            "'audit' changes nothing", modifier.span, "remove it")
-        scope = Scope(rule.kind, lets, protocols=protocols)
+        # what the rule (its guards, lets and shorthands too) reads must be sent by every scheduler
+        # the rule serves (a kind one has no verb for is E410 above, not a read error per read)
+        scope = Scope(rule.kind, lets, protocols=frozenset(p for p in protocols if rule.kind in schema.PROTOCOL_KINDS[p]))
         if guard is not None:
             self.condition(guard.expr, scope, "the file guard")
             checked.guards.append(guard.expr)
@@ -364,6 +369,7 @@ class Checker:
         roots = schema.DECISION_ROOTS[scope.kind] if scope.kind else ALL_ROOTS
         if name in roots:
             self.names[id(node)] = ("root", name)
+            self.check_sent(node, scope, roots[name], name)
             if scope.kind and name in _SNAPSHOT_ROOTS.get(scope.kind, ()):
                 self.session_kinds.add(scope.kind)
             origin = (roots[name], ()) if roots[name] in READ_ROOTS else None
@@ -395,22 +401,43 @@ class Checker:
         return self.error(codes.E401, f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,  # type: ignore[arg-type]  # as above
                           f"{scope.kind} rules can read {roots}")
 
+    def check_sent(self, node, scope: Scope, type_name: str, key: str, field_name: str | None = None) -> None:
+        """A read (a root name, or a field: ``key`` is ``type.field``) of what a scheduler the rule
+        serves never sends is E411, once per read. A field of an object the scheduler does not send
+        at all is not reported again: reaching that object was (``task.job.name``: ``task.job``)."""
+        for protocol in sorted(scope.protocols):
+            if schema.sends(protocol, type_name, field_name) or \
+                    (field_name is not None and not schema.sends(protocol, type_name)):
+                continue
+            why, instead = schema.PROTOCOL_UNSENT[protocol].get(key, (f"{protocol} does not send it", None))
+            written = self.text(node.span)
+            what = written if field_name is not None and re.fullmatch(rf"[A-Za-z_]\w*(\.\w+)*\.{field_name}", written) \
+                else key
+            instead = instead and instead.format(obj=what.rsplit(".", 1)[0])
+            via = f" ('{scope.shorthand}' reads {key})" if scope.shorthand else ""
+            line = self.protocol_lines.get(node.span.file, 0)
+            others = " and ".join(p for p in schema.PROTOCOL_KINDS if p != protocol)
+            fix = f"serve this rule to {others} only: move it to a file that does not serve {protocol}"
+            self.error(codes.E411, f"{why}: {what} cannot be known{via} (this file serves {protocol}: 'protocol' at "
+                       f"line {line})", node.span, f"{instead}, or {fix}" if instead else fix)
+
     def use_let(self, node: ast.Name, let: ast.Let, scope: Scope) -> Typed:
         self.names[id(node)] = ("let", let)
         if scope.kind is not None:  # read by a rule (a let's own check has no kind)
             self.used_lets.add(id(let))
         if let.expr is None:
             return Typed("any")
-        key = (id(let), scope.kind)
+        key = (id(let), scope.kind, scope.protocols)
         if key not in self.let_types:
             self.let_types[key] = Typed("any")  # a let cannot refer to itself; guard anyway
-            self.let_types[key] = self.expr(let.expr, Scope(scope.kind, _lets_before(scope.lets, let)))
+            self.let_types[key] = self.expr(let.expr, Scope(scope.kind, _lets_before(scope.lets, let),
+                                                            protocols=scope.protocols))
         return self.let_types[key]
 
     def use_shorthand(self, node: ast.Name, scope: Scope) -> Typed:
         expansion = ast.respan(_shorthand(node.name), node.span)
         self.names[id(node)] = ("short", expansion)
-        return self.expr(expansion, Scope(scope.kind, {}, {}, node.name))
+        return self.expr(expansion, Scope(scope.kind, {}, {}, node.name, scope.protocols))
 
     def expr_FieldAccess(self, node: ast.FieldAccess, scope) -> Typed:
         obj = self.expr(node.obj, scope)
@@ -430,6 +457,7 @@ class Checker:
                     else _resource_hint(node.name) if obj.type == "resources" else None)
             return self.error(codes.E201, f"unknown field '{node.name}' on {obj.type}"
                               f"{_did_you_mean(node.name, schema.TYPES[obj.type])}", node.name_span, hint)
+        self.check_sent(node, scope, obj.type, f"{obj.type}.{f.name}", f.name)
         if f.session and scope.kind and not (obj.type == "session" and f.name == "open"):
             self.session_kinds.add(scope.kind)
         origin = None

@@ -105,6 +105,11 @@ E409 = _code("E409", "bad protocol statement", "the file-wide `protocol` given t
 E410 = _code("E410", "rule kind not served by the protocol", "a rule of a kind the file's `protocol` "
              "has no verb for (kube-scheduler serves only filter, score, victim and preemptable rules)",
              "move the rule to a file that serves volcano")
+E411 = _code("E411", "not sent by the protocol", "a read, in a rule of a file that serves kube-scheduler "
+             "(through its guard, lets and shorthands too), of what kube-scheduler never sends: the `job`, "
+             "`queue` and `session` roots, and `task`/`evictor`/`evictee`/`node` fields a v1.Pod or v1.Node "
+             "does not carry (`node.idle`: the node comes without its pods)",
+             "read what it sends (`node.allocatable` for `node.idle`), or serve the rule to volcano only")
 
 E501 = _code("E501", "file too large", "a policy file over 256 KiB", "split it into several files")
 E502 = _code("E502", "nested too deep", "an expression nested more than 100 levels deep",

@@ -1,5 +1,6 @@
-"""The generated parts of docs/language.md: the context field table (from ``schema``), the
-builtin table (from ``lang.builtins``) and the error codes (from ``lang.codes``). ``python -m policy_extender.lang.reference`` prints them;
+"""The generated parts of docs/language.md: the context field table (from ``schema``, with what
+each protocol sends), the builtin table (from ``lang.builtins``) and the error codes (from
+``lang.codes``). ``python -m policy_extender.lang.reference`` prints them;
 ``--check docs/language.md`` exits 1 when the doc's copy is stale, ``--write`` refreshes it."""
 
 from __future__ import annotations
@@ -16,11 +17,16 @@ END = "<!-- END GENERATED REFERENCE -->"
 
 
 def field_table() -> str:
-    lines = ["| field | type | unit | meaning |", "|---|---|---|---|"]
+    """Every field, and whether each scheduler that does not send everything (kube-scheduler) sends it."""
+    partial = [p for p in schema.PROTOCOL_FIELDS if any(not schema.sends(p, t, f) for t, fs in schema.TYPES.items()
+                                                          for f in fs)]
+    lines = [f"| field | type | unit | meaning |{''.join(f' {p} |' for p in partial)}",
+             f"|---|---|---|---|{'---|' * len(partial)}"]
     for type_name, fields in schema.TYPES.items():
         for f in fields.values():
             source = " (session)" if f.session else ""
-            lines.append(f"| `{type_name}.{f.name}` | `{f.type}` | {_unit(f.unit)} | {_cell(f.doc)}{source} |")
+            sent = "".join(f" {'sent' if schema.sends(p, type_name, f.name) else 'no'} |" for p in partial)
+            lines.append(f"| `{type_name}.{f.name}` | `{f.type}` | {_unit(f.unit)} | {_cell(f.doc)}{source} |{sent}")
     return "\n".join(lines)
 
 
