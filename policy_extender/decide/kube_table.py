@@ -90,7 +90,7 @@ def _audit_preempt(policy_set: Any, request: kube.KubePreemptRequest, env: Any) 
 
 KUBE_VERBS: dict[str, Verb] = {v.name: v for v in (
     Verb(names.FILTER, kube.decode_extender_args, decide=filter_nodes,
-         encode=lambda d, r: kube_encode.filter_result(d.kept, d.failed, d.unresolvable),
+         encode=lambda d, r: kube_encode.filter_result(d.kept, d.failed, d.unresolvable, r.sent),
          outcome=lambda d: "", audit=_audit_filter, tally=NodesFilterShape(names.FILTER, "kf"),
          decision="filter", rule_kinds=("filter",), inputs=("task", "nodes"), compact=compact.extender_args_body,
          expect=frozenset({"fits", "code", "reason", "rule"}), answer="fit",

@@ -95,7 +95,11 @@ class Node(msgspec.Struct, **_OPTIONS):
 
 
 class NodeList(msgspec.Struct, **_OPTIONS):
-    items: list[Node | None] | None = None
+    """Each node kept as sent (``msgspec.Raw``) and decoded on its own: filter's answer gives the
+    kept nodes back as they came, since kube-scheduler builds the rest of the cycle's NodeInfos
+    from the answer's objects (docs/e2e-kube-scheduler.md, "What kube-scheduler's code showed")."""
+
+    items: list[msgspec.Raw] | None = None
 
 
 class ExtenderArgs(msgspec.Struct, **_OPTIONS):
@@ -161,6 +165,7 @@ def _keyed(value: Any, steps: list[tuple[str, str]], path: str) -> str | None:
 _ARGS = msgspec.json.Decoder(ExtenderArgs)
 _PREEMPTION_ARGS = msgspec.json.Decoder(ExtenderPreemptionArgs)
 _POD = msgspec.json.Decoder(Pod | None)
+_NODE = msgspec.json.Decoder(Node | None)
 
 
 # ---------------------------------------------------------------- views
@@ -346,6 +351,8 @@ class KubeFilterRequest:
 
     task: KubePodView
     nodes: list[KubeNodeView]
+    #: node name -> the node's JSON exactly as sent (filter's answer gives the kept ones back)
+    sent: dict[str, msgspec.Raw]
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,14 +398,16 @@ def decode_extender_args(body: bytes, reads=None, env=NO_SESSION) -> KubeFilterR
         raise WireError("missing: expected the candidate nodes (a v1.NodeList); kube-scheduler sends them "
                         "with nodeCacheCapable: false", "$.Nodes")
     pod = _pod_view(args.Pod, "$.Pod")
-    nodes = []
-    for i, node in enumerate(args.Nodes.items or ()):
+    nodes, sent = [], {}
+    for i, raw in enumerate(args.Nodes.items or ()):
+        node = _decode(_NODE, raw, f"$.Nodes.items[{i}]")
         if node is None:
             continue
         if not (node.metadata and node.metadata.name):
             raise WireError("missing: expected the node's name (metadata.name)", f"$.Nodes.items[{i}].metadata.name")
         nodes.append(KubeNodeView(node, NO_SESSION))
-    return KubeFilterRequest(pod, nodes)
+        sent[node.metadata.name] = raw
+    return KubeFilterRequest(pod, nodes, sent)
 
 
 def decode_preemption_args(body: bytes, reads=None, env=NO_SESSION) -> KubePreemptRequest:

@@ -3,9 +3,10 @@
 
 * filter: ``ExtenderFilterResult{Nodes *v1.NodeList, NodeNames *[]string, FailedNodes
   map[string]string, FailedAndUnresolvableNodes map[string]string, Error string}``. The kept nodes
-  go back as ``{"metadata": {"name": N}}`` (kube-scheduler reads only their names, and must find
-  each among the nodes it sent); both maps are ``{}``, never null; ``NodeNames`` is null (it is
-  read only from a ``nodeCacheCapable`` extender).
+  go back exactly as they were sent: kube-scheduler builds the NodeInfos the rest of its cycle
+  (its score plugins, the extender's prioritize) sees from the answer's objects, not from its own
+  (``HTTPExtender.Filter``: ``nodeResult[i].SetNode(&result.Nodes.Items[i])``); both maps are
+  ``{}``, never null; ``NodeNames`` is null (it is read only from a ``nodeCacheCapable`` extender).
 * prioritize: ``HostPriorityList`` ``[{"Host": N, "Score": S}]``, S an int64 in 0..10, every
   node sent listed once.
 * preempt: ``ExtenderPreemptionResult{NodeNameToMetaVictims map[string]*MetaVictims{Pods
@@ -36,9 +37,10 @@ def _int(value, what: str) -> int:
 
 
 def filter_result(kept: Iterable[str], failed: Mapping[str, str], unresolvable: Mapping[str, str],
-                  error: str = "") -> bytes:
-    """``ExtenderFilterResult``: the names of the nodes kept, the reasons of the others."""
-    return _ENCODER.encode({"Nodes": {"metadata": {}, "items": [{"metadata": {"name": n}} for n in kept]},
+                  sent: Mapping[str, msgspec.Raw], error: str = "") -> bytes:
+    """``ExtenderFilterResult``: the nodes kept, each as ``sent`` holds it (its JSON as it came),
+    the reasons of the others."""
+    return _ENCODER.encode({"Nodes": {"metadata": {}, "items": [sent[n] for n in kept]},
                             "NodeNames": None, "FailedNodes": {str(k): str(v) for k, v in failed.items()},
                             "FailedAndUnresolvableNodes": {str(k): str(v) for k, v in unresolvable.items()},
                             "Error": str(error)})
@@ -47,7 +49,7 @@ def filter_result(kept: Iterable[str], failed: Mapping[str, str], unresolvable: 
 def filter_error(message: str) -> bytes:
     """A filter kube-scheduler must fail: no node kept, ``Error`` set (it fails the pod's
     attempt with this text unless the extender is ``ignorable``)."""
-    return filter_result((), {}, {}, message or "policy-extender failed")
+    return filter_result((), {}, {}, {}, message or "policy-extender failed")
 
 
 def host_priorities(scores: Mapping[str, int]) -> bytes:

@@ -147,7 +147,10 @@ def test_filter_answers_failed_and_unresolvable_nodes_with_their_reasons(served)
     sent = body("filter")
     answer = call(served.port, FILTER, sent)
     kept, failed, unresolvable = expected_filter(sent["Nodes"]["items"], 1)
-    assert answer == {"Nodes": {"metadata": {}, "items": [{"metadata": {"name": n}} for n in kept]},
+    as_sent = {node["metadata"]["name"]: node for node in sent["Nodes"]["items"]}
+    # each kept node goes back whole, as sent: kube-scheduler builds the rest of its cycle's
+    # NodeInfos (its score plugins, the extender's prioritize) from the answer's objects
+    assert answer == {"Nodes": {"metadata": {}, "items": [as_sent[n] for n in kept]},
                       "NodeNames": None, "FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable,
                       "Error": ""}
     assert kept == ["gpu-b-1"] and set(failed) == {"gpu-c-1", "gpu-b-2"} and list(unresolvable) == ["cpu-b-1"]

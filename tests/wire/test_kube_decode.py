@@ -231,14 +231,28 @@ class PreemptionResult(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def test_the_filter_answer_is_an_extender_filter_result():
-    answer = msgspec.json.decode(kube_encode.filter_result(["a", "c"], {"b": "zone"}, {"d": "no GPU"}),
+    sent = {name: msgspec.Raw(msgspec.json.encode({"metadata": {"name": name, "labels": {"x": name}},
+                                                   "status": {"allocatable": {"cpu": "2"}}}))
+            for name in "abcd"}
+    answer = msgspec.json.decode(kube_encode.filter_result(["a", "c"], {"b": "zone"}, {"d": "no GPU"}, sent),
                                  type=FilterResult)
-    assert [item["metadata"] for item in answer.Nodes.items] == [{"name": "a"}, {"name": "c"}]
+    assert answer.Nodes.items == [msgspec.json.decode(sent["a"]), msgspec.json.decode(sent["c"])]
     assert (answer.FailedNodes, answer.FailedAndUnresolvableNodes, answer.Error) == ({"b": "zone"}, {"d": "no GPU"}, "")
-    empty = msgspec.json.decode(kube_encode.filter_result([], {}, {}), type=FilterResult)
+    empty = msgspec.json.decode(kube_encode.filter_result([], {}, {}, {}), type=FilterResult)
     assert (empty.Nodes.items, empty.FailedNodes, empty.FailedAndUnresolvableNodes) == ([], {}, {})
     failed = msgspec.json.decode(kube_encode.filter_error("boom"), type=FilterResult)
     assert failed.Error == "boom" and failed.Nodes.items == []
+
+
+def test_a_filter_answer_gives_the_kept_nodes_back_byte_for_byte_as_sent():
+    sent_body = body("filter")
+    request = kube.decode_extender_args(sent_body)
+    kept = [n.name for n in request.nodes][:2]
+    answer = kube_encode.filter_result(kept, {}, {}, request.sent)
+    for name in kept:
+        assert bytes(request.sent[name]) in answer
+    sent = {n["metadata"]["name"]: n for n in msgspec.json.decode(sent_body)["Nodes"]["items"]}
+    assert msgspec.json.decode(answer)["Nodes"]["items"] == [sent[n] for n in kept]
 
 
 def test_the_prioritize_answer_is_a_host_priority_list_of_ints():
