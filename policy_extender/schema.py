@@ -179,6 +179,17 @@ DECISION_ROOTS: dict[str, dict[str, str]] = {
     "overused": {"queue": "queue", "session": "session"},
 }
 
+#: The schedulers whose verbs a policy file's rules can serve (the file's ``protocol`` statement),
+#: and the rule kinds each has verbs for: kube-scheduler's extender API has filter, prioritize and
+#: preempt, and no reclaim, enqueue, overused or ready.
+PROTOCOL_KINDS: dict[str, frozenset[str]] = {
+    "volcano": frozenset(DECISION_ROOTS),
+    "kube-scheduler": frozenset({"filter", "score", "victim", "preemptable"}),
+}
+
+#: What a file without a ``protocol`` statement serves.
+DEFAULT_PROTOCOLS: frozenset[str] = frozenset({"volcano"})
+
 #: Built-in shorthands: a name that stands for an expression, written in the language itself and
 #: checked like user code (so ``free_gpu`` in an enqueue rule is refused, as ``node`` is).
 SHORTHANDS: dict[str, tuple[str, str]] = {

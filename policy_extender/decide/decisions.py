@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from policy_extender.schema import DEFAULT_PROTOCOLS
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -18,6 +20,7 @@ class Rule:
     line: int
     column: int
     audit: bool = False  # a shadow rule: evaluated and counted (decide/audit.py), never decides
+    protocols: frozenset[str] = DEFAULT_PROTOCOLS  # the schedulers it serves (its file's ``protocol``)
 
 
 class FilterDecision(msgspec.Struct, frozen=True, gc=False):

@@ -2,7 +2,9 @@
 
 Built by ``policyset.compile_sources`` from a ``lang.Program`` and the set's version; immutable
 and shared by threads. Evaluation raises only ``EvalError``. Which rule kinds decide which verb
-comes from the verb table.
+comes from the verb table. A set decides for one scheduler (``protocol``): only the rules whose
+file serves it (the ``protocol`` statement) decide; ``for_protocol`` gives the same set deciding
+for another scheduler.
 """
 
 from __future__ import annotations
@@ -22,15 +24,21 @@ from policy_extender.wire.paths import go_reads
 class PolicySet:
     """A compiled, immutable policy set; safe to share between threads."""
 
-    def __init__(self, sources: dict[str, str], program, version: str):
-        checked, rules = program
+    def __init__(self, sources: dict[str, str], program, version: str, protocol: str = "volcano"):
+        checked, every_rule = program
+        self._program = program
         self.sources = dict(sources)
         self.version = version
+        #: the scheduler this set decides for; ``rules`` lists every rule, whatever it serves
+        self.protocol = protocol
+        self._for_protocol: dict[str, PolicySet] = {protocol: self}
+        rules = [r for r in every_rule if protocol in r.protocols]
         #: root object type -> the wire paths its pruned decoders keep
         self.reads = go_reads(checked.reads)
         #: verb kinds whose rules read session data (snapshot jobs and queues, session counts)
         self.session_verbs = frozenset(v for kind in checked.session_kinds for v in VERBS_OF_RULE_KIND[kind])
-        self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column, r.audit) for r in rules]
+        self.rules = [Rule(r.name, r.kind, r.file, r.line, r.column, r.audit, r.protocols) for r in every_rule]
+        #: the kinds of the rules that decide for ``protocol``
         self.kinds = frozenset(r.kind for r in rules)
         #: the aggregate slots a rule context holds (``Context``'s list; audit.py builds its own)
         self.slots = len(checked.slots)
@@ -47,6 +55,15 @@ class PolicySet:
 
     def __repr__(self) -> str:
         return f"PolicySet(version={self.version}, files={sorted(self.sources)}, rules={len(self.rules)})"
+
+    def for_protocol(self, protocol: str) -> PolicySet:
+        """The same set deciding for ``protocol`` (``volcano``, ``kube-scheduler``): the rules of the
+        files that serve it; built once per set and kept."""
+        kept = self._for_protocol.get(protocol)
+        if kept is None:
+            kept = self._for_protocol[protocol] = PolicySet(self.sources, self._program, self.version, protocol)
+            kept._for_protocol = self._for_protocol
+        return kept
 
     def _rules(self, *kinds: str) -> list[CompiledRule]:
         return [r for kind in kinds for r in self._by_kind.get(kind, ())] if len(kinds) > 1 \

@@ -134,7 +134,16 @@ class Audit:
     span: Span
 
 
-Statement = Union[RuleStatement, Let, Guard, Audit]
+@dataclass(frozen=True)
+class Protocol:
+    """The file-level ``protocol`` statement: the schedulers whose verbs the file's rules serve
+    (``volcano``, ``kube-scheduler``); without one a file serves Volcano."""
+    names: tuple[str, ...]
+    name_spans: tuple[Span, ...]
+    span: Span
+
+
+Statement = Union[RuleStatement, Let, Guard, Audit, Protocol]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,13 @@ _SNAPSHOT_ROOTS = {"filter": ("job", "queue"), "score": ("job", "queue"), "enque
                    "ready": ("queue",)}
 
 
+def _protocols_of(statement: ast.Protocol | None) -> frozenset[str]:
+    """The schedulers a file's rules serve: its ``protocol`` statement's known names."""
+    if statement is None:
+        return schema.DEFAULT_PROTOCOLS
+    return frozenset(n for n in statement.names if n in schema.PROTOCOL_KINDS) or schema.DEFAULT_PROTOCOLS
+
+
 class Typed(NamedTuple):
     type: str
     origin: tuple[str, tuple] | None = None  # (wire root, chain of (type, field) steps to this value)
@@ -59,6 +66,8 @@ class CheckedRule:
     permit: bool = False
     abstain_if_none: bool = False  # `if none abstain`: refusing every evictee answers Abstain
     audit: bool = False  # a shadow rule: evaluated and counted, never changes an answer
+    #: the schedulers the rule serves: its file's ``protocol`` statement (``schema.DEFAULT_PROTOCOLS``)
+    protocols: frozenset[str] = schema.DEFAULT_PROTOCOLS
 
 
 @dataclass
@@ -81,9 +90,11 @@ class Scope:
     lets: dict[str, ast.Let]
     vars: dict[str, tuple[Typed, int]] = field(default_factory=dict)
     shorthand: str | None = None  # the shorthand being expanded, for messages
+    #: the schedulers the file's rules serve (its ``protocol`` statement)
+    protocols: frozenset[str] = schema.DEFAULT_PROTOCOLS
 
     def with_var(self, name: str, typed: Typed, slot: int) -> "Scope":
-        return Scope(self.kind, self.lets, {**self.vars, name: (typed, slot)}, self.shorthand)
+        return Scope(self.kind, self.lets, {**self.vars, name: (typed, slot)}, self.shorthand, self.protocols)
 
 
 def check(files: list[ast.PolicyFile]) -> Checked:
@@ -124,6 +135,7 @@ class Checker:
         lets: dict[str, ast.Let] = {}
         guard: ast.Guard | None = None
         audit: ast.Audit | None = None
+        protocol: ast.Protocol | None = None
         rules: list[CheckedRule] = []
         for statement in file.statements:
             if isinstance(statement, ast.Let):
@@ -132,9 +144,33 @@ class Checker:
                 guard = self.check_guard(statement, guard, rules, lets)
             elif isinstance(statement, ast.Audit):
                 audit = self.check_audit(statement, audit, rules)
+            elif isinstance(statement, ast.Protocol):
+                protocol = self.check_protocol(statement, protocol, rules)
             else:
-                rules.append(self.check_rule(file, statement, guard, dict(lets), audit))
+                rules.append(self.check_rule(file, statement, guard, dict(lets), audit, protocol))
         return rules
+
+    def check_protocol(self, statement: ast.Protocol, previous: ast.Protocol | None, rules) -> ast.Protocol:
+        """The file-level ``protocol`` statement: once, before the first rule, each name known and
+        given once."""
+        if previous is not None:
+            self.error(codes.E409, f"the file already says which schedulers it serves at line {previous.span.line}",
+                       statement.span, "list every scheduler on that one line, e.g. `protocol volcano, kube-scheduler`")
+            return previous
+        if rules:
+            self.error(codes.E409, "'protocol' says which schedulers the file's rules serve and must come before "
+                       "the first rule", statement.span, "move it to the top of the file")
+        seen: set[str] = set()
+        for name, span in zip(statement.names, statement.name_spans):
+            if name not in schema.PROTOCOL_KINDS:
+                close = difflib.get_close_matches(name, list(schema.PROTOCOL_KINDS), n=1)
+                known = " or ".join(f"'{p}'" for p in schema.PROTOCOL_KINDS)
+                self.error(codes.E409, f"unknown scheduler '{name}': a policy file serves {known}", span,
+                           f"did you mean '{close[0]}'?" if close else f"write {known}")
+            elif name in seen:
+                self.error(codes.E409, f"'{name}' is named twice", span, "remove one")
+            seen.add(name)
+        return statement
 
     def check_audit(self, marker: ast.Audit, previous, rules) -> ast.Audit:
         """The file-level ``audit`` marker: once, before the first rule."""
@@ -170,15 +206,18 @@ class Checker:
         self.condition(guard.expr, Scope(None, dict(lets)), "the file guard")
         return guard
 
-    def check_rule(self, file, rule: ast.RuleStatement, guard, lets, audit: ast.Audit | None = None) -> CheckedRule:
+    def check_rule(self, file, rule: ast.RuleStatement, guard, lets, audit: ast.Audit | None = None,
+                   protocol: ast.Protocol | None = None) -> CheckedRule:
         name = rule.name or f"{file.name}:{rule.span.line}"
         self.check_rule_name(name, rule)
-        checked = CheckedRule(rule, name, rule.kind, file.name, [], audit=audit is not None)
+        protocols = _protocols_of(protocol)
+        self.check_rule_protocols(rule, protocol, protocols)
+        checked = CheckedRule(rule, name, rule.kind, file.name, [], audit=audit is not None, protocols=protocols)
         for modifier in rule.modifiers:
             if modifier.kind == "audit" and audit is not None:
                 self.error(codes.E408, f"the whole file is marked audit (line {audit.span.line}): this "
                            "'audit' changes nothing", modifier.span, "remove it")
-        scope = Scope(rule.kind, lets)
+        scope = Scope(rule.kind, lets, protocols=protocols)
         if guard is not None:
             self.condition(guard.expr, scope, "the file guard")
             checked.guards.append(guard.expr)
@@ -187,6 +226,20 @@ class Checker:
         for modifier in rule.modifiers:
             self.check_modifier(modifier, checked, scope, seen)
         return checked
+
+    def check_rule_protocols(self, rule: ast.RuleStatement, protocol: ast.Protocol | None,
+                             protocols: frozenset[str]) -> None:
+        """Every scheduler the file serves has a verb for the rule's kind."""
+        for name in sorted(protocols):
+            if rule.kind not in schema.PROTOCOL_KINDS[name]:
+                *others, last = sorted(schema.PROTOCOL_KINDS[name])
+                served = f"{', '.join(others)} and {last}"
+                line = protocol.span.line if protocol is not None else 0
+                kind_span = Span(rule.span.file, rule.span.line, rule.span.column, rule.span.line,
+                                 rule.span.column + len(rule.kind))
+                self.error(codes.E410, f"{name} has no verb for {rule.kind} rules (this file serves {name}: "
+                           f"'protocol' at line {line}); it serves only {served} rules", kind_span,
+                           "move the rule to a file that serves only volcano")
 
     def check_rule_name(self, name: str, rule: ast.RuleStatement) -> None:
         if name in self.rule_names:

@@ -92,6 +92,12 @@ E407 = _code("E407", "file name twice", "two policy directories hold a file of t
              "rename one of the files: a policy file is known by its name")
 E408 = _code("E408", "misplaced audit", "the file-wide `audit` given twice, after the first "
              "rule, or repeated on a rule of an audited file", "one `audit` line, before the rules")
+E409 = _code("E409", "bad protocol statement", "the file-wide `protocol` given twice, after the "
+             "first rule, or naming a scheduler twice or one that is not `volcano` or `kube-scheduler`",
+             "one `protocol` line before the rules, e.g. `protocol volcano, kube-scheduler`")
+E410 = _code("E410", "rule kind not served by the protocol", "a rule of a kind the file's `protocol` "
+             "has no verb for (kube-scheduler serves only filter, score, victim and preemptable rules)",
+             "move the rule to a file that serves volcano")
 
 E501 = _code("E501", "file too large", "a policy file over 256 KiB", "split it into several files")
 E502 = _code("E502", "nested too deep", "an expression nested more than 100 levels deep",

@@ -45,6 +45,8 @@ class CompiledRule:
     permit: bool
     abstain_if_none: bool = False  # victim rules: `if none abstain`
     audit: bool = False            # a shadow rule: evaluated and counted, never decides
+    #: the schedulers it serves (its file's ``protocol`` statement)
+    protocols: frozenset[str] = schema.DEFAULT_PROTOCOLS
     #: the reason's text when its template has no {expression} (the same on every call), else None
     constant_reason: str | None = None
 
@@ -103,7 +105,7 @@ class Compiler:
             self.template(checked.reason) if checked.reason else None, explainer(rule.expr, self),
             self.source(rule.expr),
             checked.unresolvable, checked.weight, checked.normalize, checked.permit,
-            checked.abstain_if_none, checked.audit, _constant_text(checked.reason))
+            checked.abstain_if_none, checked.audit, checked.protocols, _constant_text(checked.reason))
 
     def template(self, template: ast.Template) -> Fn:
         constant = _constant_text(template)

@@ -166,6 +166,9 @@ class Formatter:
     def guard(self, guard: ast.Guard) -> str:
         return self.wrap("when ", guard.expr, 0)
 
+    def protocol(self, statement: ast.Protocol) -> str:
+        return "protocol " + ", ".join(statement.names)
+
     # modifiers
     def mod_when(self, modifier: ast.Modifier) -> str:
         return self.wrap("when ", modifier.value, len(INDENT))
@@ -242,7 +245,8 @@ class Formatter:
 
 
 #: How each statement kind's head line is printed.
-STATEMENTS: dict[type, Callable[..., str]] = {ast.RuleStatement: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Formatter.guard}
+STATEMENTS: dict[type, Callable[..., str]] = {ast.RuleStatement: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Formatter.guard,
+                                             ast.Protocol: Formatter.protocol}
 #: How each modifier kind is printed (a new modifier adds one entry here).
 MODIFIERS = {
     "when": Formatter.mod_when, "reason": Formatter.mod_reason, "unresolvable": Formatter.mod_flag,

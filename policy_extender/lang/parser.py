@@ -33,7 +33,7 @@ _TOKEN_WORDS = {
     "_NL": "the end of the statement", "$END": "the end of the file", "NAME": "name",
     "NUMBER": "number", "QUANTITY": "quantity", "STRING": "string", "KIND": "rule kind",
     "RULE_NAME": "rule name", "CMP": "comparison", "LPAR": "'('", "RPAR": "')'",
-    "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "DOT": "'.'",
+    "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "DOT": "'.'", "PROTOCOL": "protocol name",
 }
 
 
@@ -326,6 +326,10 @@ class Builder(Transformer):
 
     def audit(self, meta, children):
         return ast.Audit(self._span(meta))
+
+    def protocol(self, meta, children):
+        return ast.Protocol(tuple(str(t) for t in children), tuple(self.loc.of_token(t) for t in children),
+                            self._span(meta))
 
     def rule(self, meta, children):
         kind, name, expr, *mods = children
