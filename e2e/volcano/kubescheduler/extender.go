@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -123,6 +124,9 @@ func CallFilter(ext extender, objs *Objects) (FilterResult, []string) {
 	for _, ni := range kept {
 		r.Nodes = append(r.Nodes, ni.Node().Name)
 		answer(ni.Node().Name, "Nodes")
+		if p := sameNode(ni.Node(), objs); p != "" {
+			problems = append(problems, p)
+		}
 	}
 	for name := range failed {
 		answer(name, "FailedNodes")
@@ -137,6 +141,28 @@ func CallFilter(ext extender, objs *Objects) (FilterResult, []string) {
 	}
 	sort.Strings(r.Nodes)
 	return r, problems
+}
+
+// sameNode says how a node of the filter reply differs from the node kube-scheduler sent (""
+// if it does not): HTTPExtender.Filter makes the NodeInfos of the rest of the cycle from the
+// reply's Nodes.items (NodeInfo.SetNode(&result.Nodes.Items[i])), so the in-tree score plugins
+// and the extender's own prioritize then see the reply's objects, not the cluster's.
+func sameNode(got *v1.Node, objs *Objects) string {
+	for _, sent := range objs.Nodes {
+		if sent.Name != got.Name {
+			continue
+		}
+		data, _ := json.Marshal(sent)
+		var wire v1.Node
+		_ = json.Unmarshal(data, &wire)
+		if apiequality.Semantic.DeepEqual(&wire, got) {
+			return ""
+		}
+		return fmt.Sprintf("filter: Nodes.items holds node %q not as kube-scheduler sent it (labels %v, allocatable %d resources; sent: labels %v, allocatable %d resources): "+
+			"HTTPExtender.Filter uses the returned objects for the rest of the cycle (score plugins, prioritize)",
+			got.Name, got.Labels, len(got.Status.Allocatable), sent.Labels, len(sent.Status.Allocatable))
+	}
+	return ""
 }
 
 // CallPrioritize calls the extender's Prioritize with every node; each node must get one score

@@ -47,7 +47,11 @@ func (r *Result) Format(verbose bool) string {
 	}
 	fmt.Fprintf(&b, "      calls: %s\n", formatCounts(counts))
 	if !r.OK() || verbose {
-		for _, c := range r.Calls {
+		for i, c := range r.Calls {
+			if i == 6 && !verbose {
+				fmt.Fprintf(&b, "      ... %d more calls\n", len(r.Calls)-i)
+				break
+			}
 			fmt.Fprintf(&b, "      %s -> %d\n        sent:     %s\n        answered: %s\n", c.Verb, c.Status, compact(c.Request), compact(c.Response))
 		}
 	}
