@@ -26,7 +26,15 @@ NEUTRAL_ANSWERS: dict[str, bytes] = {
     "allocateFunc": b'{"errorMessage":""}',
     "deallocateFunc": b'{"errorMessage":""}',
 }
-ROUTES = {f"/{verb}": answer for verb, answer in NEUTRAL_ANSWERS.items()}
+#: kube-scheduler's verbs at their default paths (``kube_scheduler_prefix``), each answered empty
+KUBE_SCHEDULER_ANSWERS: dict[str, bytes] = {
+    "filter": b'{"Nodes":{"metadata":{},"items":[]},"NodeNames":null,"FailedNodes":{},'
+              b'"FailedAndUnresolvableNodes":{},"Error":""}',
+    "prioritize": b"[]",
+    "preempt": b'{"NodeNameToMetaVictims":{}}',
+}
+ROUTES = {f"/{verb}": answer for verb, answer in NEUTRAL_ANSWERS.items()} | \
+    {f"/kube-scheduler/{verb}": answer for verb, answer in KUBE_SCHEDULER_ANSWERS.items()}
 CHUNK = 1 << 20
 
 

@@ -18,6 +18,7 @@ from typing import Callable
 
 import orjson
 
+from bench import kube_scheduler
 from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
 from bench.load import Pool, Result, drive
 from bench.server import Server, busy_cpu_seconds, reset_peak_rss, status_kb
@@ -435,3 +436,4 @@ SCENARIOS: dict[str, Callable[[Context], None]] = {
     "cycle": cycle_scenario,
     "policy-eval": policy_eval_scenario,
 }
+SCENARIOS.update(kube_scheduler.SCENARIOS)  # kube-filter-100 ... kube-prioritize-1000

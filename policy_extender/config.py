@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from policy_extender.store_url import scheme_of
+from policy_extender.verb_names import kube_scheduler
 from policy_extender.verb_names.volcano import ON_SESSION_OPEN, PRIORITIZE, VERB_KINDS
 
 ENV_PREFIX = "POLICY_EXTENDER_"
@@ -32,7 +33,11 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, 
 
 #: Verbs whose body limit is not ``body_limit``: the snapshot is the whole cluster (268 MB at 500
 #: nodes x 30 pods), and prioritize embeds every candidate node with its pods (93 MB at 500 nodes).
-DEFAULT_BODY_LIMITS = {ON_SESSION_OPEN: 1024 * MIB, PRIORITIZE: 256 * MIB}
+#: kube-scheduler's filter and prioritize carry each candidate v1.Node whole (its images list
+#: included: tens of KB each, 5,000 nodes with `percentageOfNodesToScore: 100`), its preempt
+#: every candidate node's victim pods.
+DEFAULT_BODY_LIMITS = {ON_SESSION_OPEN: 1024 * MIB, PRIORITIZE: 256 * MIB,
+                       **{kind: 256 * MIB for kind in kube_scheduler.VERB_KINDS}}
 
 
 class ConfigError(ValueError):
@@ -114,26 +119,51 @@ def parse_mapping(value: Any) -> dict[str, str]:
     return pairs
 
 
-def _by_verb_kind(value: Any) -> dict[str, str]:
-    """A ``kind=value`` mapping whose keys must all be verb kinds."""
+def _keyed_by(value: Any, keys: tuple[str, ...], what: str = "verb kind") -> dict[str, str]:
+    """A ``key=value`` mapping whose keys must all be in ``keys``."""
     mapping = parse_mapping(value)
-    unknown = sorted(set(mapping) - set(VERB_KINDS))
+    unknown = sorted(set(mapping) - set(keys))
     if unknown:
-        raise ValueError(f"unknown verb kind {unknown[0]!r}; the kinds are {', '.join(VERB_KINDS)}")
+        raise ValueError(f"unknown {what} {unknown[0]!r}; the {what}s are {', '.join(keys)}")
     return mapping
 
 
-def parse_verbs(value: Any) -> dict[str, str]:
-    verbs = _by_verb_kind(value)
+def _segments(verbs: dict[str, str], example: str) -> dict[str, str]:
     for kind, path in verbs.items():
         if not re.fullmatch(r"[A-Za-z0-9._~-]+", path):
-            raise ValueError(f"verb path for {kind} must be one URL segment such as customFilter, got {path!r}")
+            raise ValueError(f"verb path for {kind} must be one URL segment such as {example}, got {path!r}")
     return verbs
 
 
+def parse_verbs(value: Any) -> dict[str, str]:
+    return _segments(_keyed_by(value, VERB_KINDS), "customFilter")
+
+
+def parse_kube_scheduler_verbs(value: Any) -> dict[str, str]:
+    """``filter=myFilter,...``: keyed by kube-scheduler's config names (``filterVerb`` -> filter)."""
+    names = tuple(kube_scheduler.CONFIG_NAMES.values())
+    return _segments(_keyed_by(value, names, "kube-scheduler verb"), "myFilter")
+
+
 def parse_limits(value: Any) -> dict[str, int]:
-    limits = _by_verb_kind(value)
+    limits = _keyed_by(value, VERB_KINDS + kube_scheduler.VERB_KINDS)
     return {**DEFAULT_BODY_LIMITS, **{kind: parse_size(size) for kind, size in limits.items()}}
+
+
+def parse_path_prefix(value: Any) -> str:
+    """``/kube-scheduler/``, ``kube-scheduler``, ``/a/b`` -> ``/kube-scheduler``, ``/a/b``; empty
+    (or ``/``-less blank) stays empty."""
+    text = parse_str(value).strip()
+    segments = [part for part in text.split("/") if part]
+    for part in segments:
+        if not re.fullmatch(r"[A-Za-z0-9._~-]+", part) or part in (".", ".."):
+            raise ValueError(f"expected a URL path such as /kube-scheduler/ (letters, digits, . _ ~ - "
+                             f"between slashes), got {value!r}")
+    if text and not segments:
+        raise ValueError(f"{value!r} would put kube-scheduler's verbs at the root, beside Volcano's "
+                         "(both have a prioritize): give a prefix such as /kube-scheduler/, or an "
+                         "empty value to serve no kube-scheduler verbs")
+    return "/" + "/".join(segments) if segments else ""
 
 
 def parse_redact(value: Any) -> tuple[str, ...]:
@@ -200,6 +230,21 @@ class Config:
                                    parse_verbs, factory=True, shown="each kind's own name")
     path_prefix: str = option("", "Path before every verb, when `extender.urlPrefix` has one "
                               "(`http://host:8713/extender` -> `/extender`).", parse_str)
+    kube_scheduler_prefix: str = option("/kube-scheduler/", "Path before kube-scheduler's extender "
+                                        "verbs (`filter`, `prioritize`, `preempt`), served beside "
+                                        "Volcano's: its `extenders[].urlPrefix` is "
+                                        "`http://HOST:8713/kube-scheduler` (`policy-extender "
+                                        "kube-scheduler-conf` prints the entry; docs/kube-scheduler.md). "
+                                        "`path_prefix` does not apply to it. Empty: no kube-scheduler "
+                                        "verbs.", parse_path_prefix)
+    kube_scheduler_verbs: dict[str, str] = option(dict, "URL path of each kube-scheduler verb under "
+                                                  "`kube_scheduler_prefix`, when its extender's "
+                                                  "`filterVerb`, `prioritizeVerb` or `preemptVerb` "
+                                                  "renames it: `filter=myFilter,...` or a YAML mapping "
+                                                  "(keys filter, prioritize, preempt). Unnamed verbs "
+                                                  "keep their own name as path.",
+                                                  parse_kube_scheduler_verbs, factory=True,
+                                                  shown="each verb's own name")
     session_store: str = option("sqlite:", "Shared session store: `sqlite:` (a file private to this "
                                 "`serve`, in its runtime directory on /dev/shm, else the temp "
                                 "directory, removed at exit), `sqlite:PATH` (a file one `serve` owns "
@@ -242,8 +287,12 @@ class Config:
     body_limit: int = option(16 * MIB, "Largest request body for any verb without its own limit "
                              "(bytes, or 16MiB, 1GB ...). A larger body is answered 413.", parse_size)
     body_limits: dict[str, int] = option(lambda: dict(DEFAULT_BODY_LIMITS), "Per-verb body limits: "
-                                         "`onSessionOpen=512MiB,prioritize=128MiB` or a YAML mapping.",
-                                         parse_limits, factory=True, shown="onSessionOpen=1024MiB,prioritize=256MiB")
+                                         "`onSessionOpen=512MiB,prioritize=128MiB` or a YAML mapping; "
+                                         "kube-scheduler's verbs by kind: `kube-scheduler.filter`, "
+                                         "`kube-scheduler.prioritize`, `kube-scheduler.preempt`.",
+                                         parse_limits, factory=True,
+                                         shown="onSessionOpen=1024MiB,prioritize=256MiB, 256MiB for each "
+                                               "kube-scheduler verb")
     body_timeout: float = option(10.0, "Seconds a request (headers and body) may take to arrive "
                                  "in full, counted from its first byte (from the accept, for a new "
                                  "connection); a slower client is answered 408 and disconnected. "
@@ -315,11 +364,39 @@ class Config:
             given, missing = ("certfile", "keyfile") if self.certfile else ("keyfile", "certfile")
             raise ConfigError(f"{given} is set but {missing} is not: HTTPS needs both "
                               f"(--certfile CERT.pem --keyfile KEY.pem), plain HTTP neither")
+        self._check_paths_are_distinct()
 
     def verb_paths(self) -> dict[str, str]:
-        """URL path (with prefix) -> verb kind."""
+        """URL path (with ``path_prefix``) -> Volcano verb kind (kube-scheduler's:
+        :meth:`kube_scheduler_paths`)."""
         prefix = "/" + self.path_prefix.strip("/") if self.path_prefix.strip("/") else ""
         return {f"{prefix}/{self.verbs.get(kind, kind)}": kind for kind in VERB_KINDS}
+
+    def kube_scheduler_paths(self) -> dict[str, str]:
+        """URL path (with ``kube_scheduler_prefix``) -> kube-scheduler verb kind; empty when the
+        prefix is."""
+        if not self.kube_scheduler_prefix:
+            return {}
+        prefix = parse_path_prefix(self.kube_scheduler_prefix)
+        return {f"{prefix}/{self.kube_scheduler_verb(kind)}": kind for kind in kube_scheduler.VERB_KINDS}
+
+    def kube_scheduler_verb(self, kind: str) -> str:
+        """The path segment of a kube-scheduler verb kind: its ``<name>Verb`` in the extender entry."""
+        name = kube_scheduler.CONFIG_NAMES[kind]
+        return self.kube_scheduler_verbs.get(name, name)
+
+    def _check_paths_are_distinct(self) -> None:
+        """No kube-scheduler verb at a Volcano verb's path (``path_prefix: /x`` with
+        ``kube_scheduler_prefix: /x`` would give both protocols ``/x/prioritize``); the ops routes
+        are one segment, which a kube-scheduler verb never is."""
+        volcano = self.verb_paths()
+        for path, kind in self.kube_scheduler_paths().items():
+            if path in volcano:
+                raise ConfigError(f"kube_scheduler_prefix {self.kube_scheduler_prefix!r} puts kube-scheduler's "
+                                  f"{kube_scheduler.CONFIG_NAMES[kind]} verb at {path}, which Volcano's "
+                                  f"{volcano[path]} verb already answers: choose another "
+                                  "kube_scheduler_prefix (or rename one of them with "
+                                  "kube_scheduler_verbs or verbs)")
 
     def body_limit_for(self, kind: str) -> int:
         return self.body_limits.get(kind, self.body_limit)

@@ -48,6 +48,7 @@ from policy_extender import process
 from policy_extender.instance import METRICS_DIR
 from policy_extender.instance import METRICS_ENV as MULTIPROC_ENV
 from policy_extender.instance import process_runtime_dir
+from policy_extender.verb_names import kube_scheduler
 
 PREFIX = "policy_extender_"
 
@@ -97,17 +98,18 @@ def build() -> Metrics:
     _refuse_mixed_mode()
     registry = CollectorRegistry(auto_describe=True)
     verb = ("verb",)
+    by_protocol = ("verb", "protocol")  # protocol: the scheduler that called (protocol_of)
     return Metrics(
         registry=registry,
         request_seconds=Histogram(PREFIX + "request_duration_seconds",
-                                  "Time to answer one Volcano call, from body read to response.",
-                                  verb, buckets=LATENCY_BUCKETS, registry=registry),
+                                  "Time to answer one scheduler call, from body read to response.",
+                                  by_protocol, buckets=LATENCY_BUCKETS, registry=registry),
         request_bytes=Histogram(PREFIX + "request_body_bytes", "Size of request bodies.",
-                                verb, buckets=BODY_BUCKETS, registry=registry),
-        requests=Counter(PREFIX + "requests", "Volcano calls answered, by verb kind and HTTP status.",
-                         ("verb", "code"), registry=registry),
-        decisions=Counter(PREFIX + "decisions", "Decisions by verb kind, deciding rule and outcome.",
-                          ("verb", "rule", "outcome"), registry=registry),
+                                by_protocol, buckets=BODY_BUCKETS, registry=registry),
+        requests=Counter(PREFIX + "requests", "Scheduler calls answered, by verb kind, protocol and HTTP status.",
+                         ("verb", "protocol", "code"), registry=registry),
+        decisions=Counter(PREFIX + "decisions", "Decisions by verb kind, protocol, deciding rule and outcome.",
+                          ("verb", "protocol", "rule", "outcome"), registry=registry),
         sessions=Counter(PREFIX + "sessions", "Scheduling sessions opened, closed, expired or replaced (never closed).",
                          ("event",), registry=registry),
         reload_ok=Gauge(PREFIX + "policy_last_reload_successful",
@@ -180,7 +182,7 @@ def _child(metric: Any, *labels: str) -> Any:
 
 
 def observe_request(verb: str, status_code: int, seconds: float, body_bytes: int) -> None:
-    """One answered Volcano call (``verb`` is the verb kind, such as ``predicate``)."""
+    """One answered scheduler call (``verb`` is the verb kind, such as ``predicate``)."""
     children = metrics().children.get((verb, status_code)) or _request_children(verb, status_code)
     seconds_child, bytes_child, count_child = children
     seconds_child.observe(seconds)
@@ -190,10 +192,20 @@ def observe_request(verb: str, status_code: int, seconds: float, body_bytes: int
 
 def _request_children(verb: str, status_code: int) -> tuple:
     m = metrics()
+    protocol = protocol_of(verb)
     children = m.children[(verb, status_code)] = (
-        _child(m.request_seconds, verb), _child(m.request_bytes, verb),
-        _child(m.requests, verb, str(status_code)))
+        _child(m.request_seconds, verb, protocol), _child(m.request_bytes, verb, protocol),
+        _child(m.requests, verb, protocol, str(status_code)))
     return children
+
+
+#: the ``protocol`` label of each verb kind that is not Volcano's
+_PROTOCOLS = dict.fromkeys(kube_scheduler.VERB_KINDS, kube_scheduler.PROTOCOL)
+
+
+def protocol_of(verb: str) -> str:
+    """The scheduler whose verb kind ``verb`` is: ``kube-scheduler`` or ``volcano``."""
+    return _PROTOCOLS.get(verb, "volcano")
 
 
 def count_decision(verb: str, rule: str, outcome: str) -> None:
@@ -204,7 +216,7 @@ def count_decision(verb: str, rule: str, outcome: str) -> None:
     queueOverused ``overused``/``not_overused``; jobReady ``ready``/``not_ready``. ``rule`` is
     the deciding rule's name, or ``""`` for the neutral default.
     """
-    _child(metrics().decisions, verb, rule, outcome).inc()
+    _child(metrics().decisions, verb, protocol_of(verb), rule, outcome).inc()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,6 +237,7 @@ class _Pending:
         self.fold_lock = threading.Lock()
         self.gaps: dict[tuple[str, str], int] = {}
         self.audits: dict[tuple[str, str], int] = {}
+        self.decisions: dict[tuple[str, str, str], int] = {}
         self.flusher_pid: int | None = None
 
     def waiting(self) -> int:
@@ -236,9 +249,11 @@ class _Pending:
         with self.fold_lock:
             batch = take_all(self.calls)
         with self.lock:
-            gaps, audits = self.gaps, self.audits
-            self.gaps, self.audits = {}, {}
+            gaps, audits, counted = self.gaps, self.audits, self.decisions
+            self.gaps, self.audits, self.decisions = {}, {}, {}
         requests, decisions = fold(batch)
+        for key, count in counted.items():
+            decisions[key] = decisions.get(key, 0) + count
         return requests, decisions, gaps, audits
 
 
@@ -341,6 +356,18 @@ def note_session_gap(gap: str, verb: str) -> None:
         pending.gaps[(gap, verb)] = pending.gaps.get((gap, verb), 0) + 1
 
 
+def note_decisions(verb: str, counts: dict[tuple[str, str], int]) -> None:
+    """Several decisions of one call, ``(rule, outcome) -> count`` (kube-scheduler's filter: one
+    per node rejected), batched like :func:`note_request`."""
+    pending = _pending
+    if pending.flusher_pid != process.pid:
+        start_flusher()
+    with pending.lock:
+        for (rule, outcome), count in counts.items():
+            key = (verb, rule, outcome)
+            pending.decisions[key] = pending.decisions.get(key, 0) + count
+
+
 def note_audits(audits) -> None:
     """Audit rules' would-be outcomes (``policy_extender.decide.audit.Audited``; ``skip`` not counted),
     batched like :func:`note_request`."""
@@ -386,7 +413,7 @@ def flush() -> None:
         _add_to_histogram(bytes_child, size, sizes)
         count_child.inc(calls)
     for (verb, rule, outcome), count in decisions.items():
-        _child(metrics().decisions, verb, rule, outcome).inc(count)
+        _child(metrics().decisions, verb, protocol_of(verb), rule, outcome).inc(count)
 
 
 def _add_to_histogram(child: Any, total: float, per_bucket: list[int]) -> None:

@@ -20,6 +20,7 @@ import msgspec
 
 from policy_extender import metrics
 from policy_extender.config import Config
+from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import VERBS
 from policy_extender.decide.tallying import DecisionTally
 from policy_extender.instance import LAST_GOOD_FILE
@@ -65,7 +66,8 @@ class Service:
         self.config = config
         self.runtime_dir = runtime_dir
         node_reuse.configure(config.node_reuse_bytes)
-        self.routes: dict[str, str] = config.verb_paths()
+        #: URL path -> verb kind: Volcano's verbs, and kube-scheduler's under ``kube_scheduler_prefix``
+        self.routes: dict[str, str] = {**config.verb_paths(), **config.kube_scheduler_paths()}
         #: verb kind -> its body limit (``config.body_limit_for``, looked up once per kind)
         self.body_limits: dict[str, int] = {kind: config.body_limit_for(kind) for kind in self.routes.values()}
         self.policies = PolicyStore()
@@ -148,7 +150,7 @@ def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
 
 def _tally(config: Config, sessions: Any) -> Any:
     """This worker's decision tally (decide/tallying.py), flushed to ``sessions`` in the background."""
-    return DecisionTally(sessions, VERBS.values(), keep_closed=config.tally_cycles,
+    return DecisionTally(sessions, [*VERBS.values(), *KUBE_VERBS.values()], keep_closed=config.tally_cycles,
                          max_entries=config.tally_max_entries, flush_seconds=config.tally_flush_seconds,
                          enabled=config.tally, on_failure=_count_tally_failure)
 

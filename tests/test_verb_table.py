@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from policy_extender import schema
-from policy_extender.decide import handlers, observe, table, tallying
+from policy_extender.decide import handlers, kube_table, observe, table, tallying
+from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import DECIDING, SHAPES, VERB_KINDS, VERBS, Verb
+from policy_extender.verb_names import kube_scheduler
 from policy_extender.fixture_runner import bodies
 from policy_extender.wire import compact
 
@@ -22,6 +24,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "policy_extender"
 #: the module where the table takes Volcano's verb names from, and its constants (``PREDICATE``...)
 (NAMES,) = [m for m in vars(table).values() if inspect.ismodule(m) and getattr(m, "VERB_KINDS", None) is VERB_KINDS]
 _NAME_CONSTANTS = {name for name in dir(NAMES) if getattr(NAMES, name) in VERB_KINDS}
+#: every protocol's table: Volcano's and kube-scheduler's (docs/extending.md, "A protocol")
+TABLES = {"volcano": VERBS, "kube-scheduler": KUBE_VERBS}
+EVERY_VERB = {name: verb for verbs in TABLES.values() for name, verb in verbs.items()}
+EVERY_DECIDING = [name for name, verb in EVERY_VERB.items() if verb.decide is not None]
 
 #: the answer shapes the fixture runner compares (fixture_runner/expect.py, compare.py)
 ANSWERS = ("fit", "scores", "victims", "vote")
@@ -57,9 +63,26 @@ def missing_parts(verb: Verb) -> list[str]:
     return missing
 
 
-@pytest.mark.parametrize("name", DECIDING)
+@pytest.mark.parametrize("name", EVERY_DECIDING)
 def test_a_deciding_verb_gives_every_part_its_calls_need(name):
-    assert missing_parts(VERBS[name]) == []
+    assert missing_parts(EVERY_VERB[name]) == []
+
+
+@pytest.mark.parametrize("protocol", TABLES)
+def test_each_table_serves_its_protocol_under_kinds_no_other_table_has(protocol):
+    verbs = TABLES[protocol]
+    assert {verb.protocol for verb in verbs.values()} == {protocol}
+    others = {name for other, table_verbs in TABLES.items() if other != protocol for name in table_verbs}
+    assert not set(verbs) & others
+    assert set(kube_table.KUBE_VERBS) == set(kube_scheduler.VERB_KINDS) and kube_table.DECIDING == kube_scheduler.VERB_KINDS
+
+
+def test_a_kube_scheduler_verb_answers_its_errors_in_go_keys():
+    """kube-scheduler's types have no json tags: an error answer is ``{"Error": ...}``; only the
+    filter has an error field in its answer (a 200 kube-scheduler turns into a failed attempt)."""
+    for verb in KUBE_VERBS.values():
+        assert verb.error_body is not None and verb.error_body("x") == b'{"Error":"x"}'
+    assert [v.name for v in KUBE_VERBS.values() if v.error_in_answer is not None] == [kube_scheduler.FILTER]
 
 
 @pytest.mark.parametrize("name", [n for n in VERB_KINDS if n not in DECIDING])
@@ -86,17 +109,20 @@ def test_an_entry_whose_tally_shape_does_not_show_it_is_caught():
 
 
 def test_every_verb_is_served_and_every_deciding_verb_has_its_after_step():
-    assert set(handlers.HANDLERS) == set(VERBS) and tuple(VERBS) == VERB_KINDS
-    for name in DECIDING:
-        assert callable(observe.after(VERBS[name]))
+    assert set(handlers.HANDLERS) == set(EVERY_VERB) and tuple(VERBS) == VERB_KINDS
+    for name in EVERY_DECIDING:
+        assert callable(observe.after(EVERY_VERB[name]))
     with pytest.raises(ValueError):
         observe.after(VERBS["onSessionOpen"])
 
 
 def test_the_tally_shows_each_deciding_verb_by_its_entrys_shape():
     assert {VERBS[name].tally for name in DECIDING} == set(SHAPES)
-    keys = tallying.shown_keys(SHAPES)
-    assert len(keys) == len(set(keys))  # no two shapes write the same /why key
+    assert {KUBE_VERBS[name].tally for name in kube_table.DECIDING} == set(kube_table.SHAPES)
+    keys = tallying.shown_keys(SHAPES + kube_table.SHAPES)
+    assert len(keys) == len(set(keys))  # no two shapes write the same /why key, in either table
+    paths = [getattr(shape, "path", None) or getattr(shape, "paths", None) for shape in SHAPES + kube_table.SHAPES]
+    assert len(paths) == len(set(paths))  # nor the same tally path
 
 
 #: modules that once switched on the verb (observe.AFTER, audit.evaluate, Tally.record_*,
@@ -110,8 +136,10 @@ def test_the_code_around_the_table_never_names_a_verb(module):
     tree = ast.parse((PACKAGE / module).read_text(encoding="utf-8"))
     imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
-    assert not [m for m in imported if m and m.split(".")[-1] == NAMES.__name__.split(".")[-1]], \
-        f"{module} imports the verb names ({NAMES.__name__})"
+    for names in (NAMES, kube_scheduler):
+        assert not [m for m in imported if m and m.split(".")[-1] == names.__name__.split(".")[-1]], \
+            f"{module} imports the verb names ({names.__name__})"
     literals = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-    assert not literals & set(VERB_KINDS), f"{module} writes a verb's name: {sorted(literals & set(VERB_KINDS))}"
+    kinds = set(VERB_KINDS) | set(kube_scheduler.VERB_KINDS)
+    assert not literals & kinds, f"{module} writes a verb's name: {sorted(literals & kinds)}"
     assert not [node for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in _NAME_CONSTANTS]

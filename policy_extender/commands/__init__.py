@@ -15,7 +15,7 @@ fresh interpreter spends 240-290 ms importing the fixture runner, 250 ms the pol
 import os
 import sys
 
-COMMANDS = ["serve", "check", "fmt", "test", "eval", "replay", "volcano-conf", "why"]
+COMMANDS = ["serve", "check", "fmt", "test", "eval", "replay", "volcano-conf", "kube-scheduler-conf", "why"]
 
 
 def missing_paths(command: str, paths) -> bool:

@@ -62,3 +62,42 @@ class BoolDecision:
 
 
 FITS = FilterDecision(True)
+
+
+@dataclass(frozen=True)
+class NodesFilterDecision:
+    """A filter of many nodes in one call (kube-scheduler's): one predicate answer per node."""
+
+    nodes: list[str]                          # the nodes' names, in the order sent
+    decisions: list[FilterDecision]           # each node's answer
+
+    @property
+    def kept(self) -> list[str]:
+        return [n for n, d in zip(self.nodes, self.decisions) if d.fits]
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Rejected nodes -> reason (a rule without ``unresolvable``: preemption may help)."""
+        return {n: d.reason for n, d in zip(self.nodes, self.decisions) if not d.fits and d.code != 3}
+
+    @property
+    def unresolvable(self) -> dict[str, str]:
+        """Nodes rejected by an ``unresolvable`` rule -> reason."""
+        return {n: d.reason for n, d in zip(self.nodes, self.decisions) if not d.fits and d.code == 3}
+
+    @property
+    def counts(self) -> dict[tuple[str, str], int]:
+        """(rule, outcome) -> nodes: the rejections, counted by rule in the metrics."""
+        found: dict[tuple[str, str], int] = {}
+        for d in self.decisions:
+            if not d.fits:
+                key = (d.rule or "", "reject")
+                found[key] = found.get(key, 0) + 1
+        return found
+
+
+@dataclass(frozen=True)
+class PerNodeVictimDecision:
+    """Victims asked for many nodes in one call (kube-scheduler's preempt): one answer per node."""
+
+    per_node: list[VictimDecision]

@@ -1,11 +1,13 @@
-"""The verb handlers: body bytes in, Volcano's response bytes out, one per entry of the verb
-table (``table.VERBS``), on a worker's state (``policy_extender.service.Service``, duck-typed).
+"""The verb handlers: body bytes in, the scheduler's response bytes out, one per entry of the verb
+tables (Volcano's ``table.VERBS``, kube-scheduler's ``kube_table.KUBE_VERBS``), on a worker's state
+(``policy_extender.service.Service``, duck-typed).
 
 Every deciding verb reads the session head once (through the worker's SessionCache), takes the
 policy set *pinned* for that session (or the current one with no session), decodes the body
 pruned to what that set reads, decides, and encodes the exact Go response type. onSessionOpen
 stores the pruned snapshot pinned to the current version; the allocate/deallocate events record
-the task in the shared store.
+the task in the shared store. kube-scheduler's verbs have no session: they decide with the
+current set's kube-scheduler rules (``without_session``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,15 @@ from policy_extender.decide import audit, observe
 from policy_extender.decide.decisions import FITS
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.decide.session_verbs import current_policy
+from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import VERBS, Verb
+from policy_extender.decide.tallying import window_head
+from policy_extender.errors import EvalError
 from policy_extender.session.store import SessionLost, StoreUnavailable
 from policy_extender.verb_names.volcano import PREDICATE
 from policy_extender.wire import WireError, decode, encode
+from policy_extender.wire.kube import NODE_CACHE_REFUSAL, NodeCacheRefused
+from policy_extender.wire.session_views import NO_SESSION
 
 log = logging.getLogger("policy_extender.web")
 Service = Any  # policy_extender.service.Service: config, policies, sessions, session_cache, ...
@@ -47,6 +54,9 @@ def respond(service: Service, kind: str, body: bytes) -> Reply:
 
 def failed(kind: str, exc: Exception) -> Reply:
     """:func:`respond`'s answer to a ``kind`` handler that raised ``exc``."""
+    verb = KUBE_VERBS.get(kind)
+    if verb is not None:
+        return failed_without_session(verb, exc)
     if isinstance(exc, WireError):
         return error_reply(400, f"{kind}: {exc}")
     if isinstance(exc, SessionLost):  # logged by the session cache, once per occurrence
@@ -59,6 +69,29 @@ def failed(kind: str, exc: Exception) -> Reply:
         return error_reply(exc.status, exc.message, exc.headers)
     log.error("%s failed", kind, exc_info=exc)
     return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
+
+
+def failed_without_session(verb: Verb, exc: Exception) -> Reply:
+    """The answer of a kube-scheduler verb that raised ``exc``, in its own body (``{"Error": ...}``,
+    Go's key): a body it cannot read (a bad quantity, no pod) is a 400, a refusal of the service
+    (no policy set loaded) its status; a node-cache body it refuses and a failure while deciding
+    (an ``EvalError``) are the verb's error answer (the filter's 200 with ``Error`` set, which
+    kube-scheduler turns into the pod's failed attempt) or a 500 (prioritize, preempt), so
+    kube-scheduler's ``ignorable`` decides."""
+    error_body = verb.error_body or encode.event
+    if isinstance(exc, NodeCacheRefused):
+        message = f"{verb.name}: {NODE_CACHE_REFUSAL}"
+    elif isinstance(exc, WireError):
+        return Reply(error_body(f"{verb.name}: {exc}"), 400, "error")
+    elif isinstance(exc, VerbError):
+        return Reply(error_body(exc.message), exc.status, "error", "", exc.headers)
+    else:
+        log.error("%s failed", verb.name, exc_info=exc)
+        message = f"{verb.name} failed: {exc}" if isinstance(exc, EvalError) \
+            else f"{verb.name} failed: {type(exc).__name__}: {exc}"
+    if verb.error_in_answer is not None:
+        return Reply(verb.error_in_answer(message), 200, "error", getattr(exc, "rule", None) or "")
+    return Reply(error_body(message), 500, "error")
 
 
 def policy_and_env(service: Service, kind: str, env: Any = None) -> tuple[Any, Any]:
@@ -137,6 +170,28 @@ def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
     return decide
 
 
+def without_session(verb: Verb) -> Callable[[Service, bytes], Reply]:
+    """The handler of a verb of a scheduler without sessions (kube-scheduler's, ``kube_table``):
+    the current policy set's rules for the verb's protocol (there is no session to pin a version:
+    each call is answered by the set serving when it arrives), a decode, decide, encode; the call
+    tallied in the protocol's window of time (``tallying.window_head``), its rejections counted
+    per rule."""
+    after = observe.after(verb)
+    protocol = verb.protocol
+
+    def decide(service: Service, body: bytes) -> Reply:
+        policy_set = current_policy(service).for_protocol(protocol)
+        request = verb.decode(body, policy_set.reads, NO_SESSION)
+        decision = verb.decide(policy_set, request, NO_SESSION)  # type: ignore[misc]  # a deciding verb
+        outcome = verb.outcome(decision)
+        after(service, policy_set, NO_SESSION, request, decision, outcome, window_head(protocol))
+        counts = getattr(decision, "counts", None)
+        if counts:
+            metrics.note_decisions(verb.name, counts)
+        return Reply(verb.encode(decision, request), decision=outcome)  # type: ignore[misc]  # as above
+    return decide
+
+
 def decide_predicate(service: Service, body: bytes) -> Reply:
     """``deciding(VERBS["predicate"])``, with the table's adapters for the predicate (decide,
     outcome, encode, subject) and its after step (``observe``: audit, metric, tally) written
@@ -183,3 +238,4 @@ HANDLERS: dict[str, Callable[[Service, bytes], Reply]] = {
     name: deciding(verb) if verb.decide is not None else verb.handle  # type: ignore[misc]  # a verb has one of both
     for name, verb in VERBS.items()}
 HANDLERS[PREDICATE] = decide_predicate
+HANDLERS.update((name, without_session(verb)) for name, verb in KUBE_VERBS.items())

@@ -4,7 +4,8 @@ The verb handler (``decide/handlers.py``) builds its verb's step once (:func:`af
 it after each decision, with what it decoded: the step evaluates the set's audit (shadow) rules of
 that verb (its verb table entry's ``audit``; ``audit.py``, nothing without any), counts their
 outcomes (``policy_extender_audit_decisions_total``) and adds the call to this worker's tally (its
-entry's ``tally``; ``tallying.py``, memory only, never the store). The tally keys on task and job
+entry's ``tally``; ``tallying.py``, memory only, never the store), in the env's cycle or the one
+given (kube-scheduler's calls, which have no session: a window of time, ``tallying.window_head``). The tally keys on task and job
 ``Namespace``/``Name``, which every decoder keeps (``wire.paths.ALWAYS_READ``).
 """
 
@@ -16,8 +17,9 @@ from policy_extender import metrics
 from policy_extender.decide.table import Verb
 from policy_extender.logs import current_request_id
 
-#: (service, policy set, env, request, decision, outcome) -> None
-Step = Callable[[Any, Any, Any, Any, Any, str], None]
+#: (service, policy set, env, request, decision, outcome[, head]) -> None; ``head``: the cycle to
+#: tally the call in when it is not the env's (a call without a session: ``tallying.window_head``)
+Step = Callable[..., None]
 
 
 def after(verb: Verb) -> Step:
@@ -27,10 +29,11 @@ def after(verb: Verb) -> Step:
         raise ValueError(f"{name} is not a deciding verb (its table entry has no audit or tally)")
     record = shape.record
 
-    def step(service: Any, policy_set: Any, env: Any, request: Any, decision: Any, outcome: str) -> None:
+    def step(service: Any, policy_set: Any, env: Any, request: Any, decision: Any, outcome: str,
+             head: Any = None) -> None:
         audits = evaluate(policy_set, request, env) if policy_set.audited else ()
         if audits:
             metrics.note_audits(audits)
-        record(service.tally, getattr(env, "head", None), name, request, decision, outcome, audits,
-               current_request_id())
+        record(service.tally, head if head is not None else getattr(env, "head", None), name, request, decision,
+               outcome, audits, current_request_id())
     return step

@@ -23,7 +23,7 @@ from policy_extender.wire import compact, decode, encode
 class Verb:
     """One verb. ``decide`` is None for the session and event verbs (they decide nothing)."""
 
-    name: str                                  # Volcano's verb kind (``extender.<name>Verb``)
+    name: str                                  # the verb kind (Volcano's ``extender.<name>Verb``, or kube_table's)
     decode: Callable[..., Any]                 # (body, reads, env) -> request of wire views
     decide: Callable[[Any, Any, Any], Any] | None = None  # (policy set, request, env) -> decision
     encode: Callable[[Any, Any], bytes] | None = None     # (decision, request) -> Go response JSON
@@ -40,6 +40,9 @@ class Verb:
     value_name: str = ""                       # vote: what ``expect:`` calls that value
     subject: Callable[[Any], Any] | None = None  # the task whose job must be in the snapshot
     handle: Callable[[Any, bytes], Any] | None = None  # the handler of a verb that decides nothing
+    protocol: str = "volcano"                  # the scheduler calling it (``PolicySet.for_protocol``)
+    error_in_answer: Callable[[str], bytes] | None = None  # a failure to decide as a 200 answer saying so
+    error_body: Callable[[str], bytes] | None = None       # the body of an error status (None: {"error": ...})
 
 
 _STATUS_WORDS = {1: "permit", 0: "abstain", -1: "reject"}

@@ -41,6 +41,7 @@ import logging
 import operator
 import re
 import threading
+import time
 from collections import Counter
 from itertools import compress
 from typing import Any, Callable, Iterable, Sequence
@@ -119,21 +120,23 @@ class PredicateShape(Shape):
     """The predicate: recorded by ``DecisionTally.record_predicate`` (batched), shown under the
     verb's name as answers, fits and the rules that rejected."""
 
-    def __init__(self, verb: str) -> None:
+    def __init__(self, verb: str, path: str = "p") -> None:
         self.keys = (verb,)
+        self.path = path  # its entries' first path element
 
     def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
         tally.record_predicate(head, request.task, decision, audits, request_id)
 
     def section(self, counts, notes):
-        if "p" not in counts:
+        path = self.path
+        if path not in counts:
             return {}
         rejected = {}
-        for path, n in counts.items():
-            parts = path.split(SEP)
-            if parts[:2] == ["p", "rej"]:
-                rejected[parts[2]] = {"count": n, "example": notes.get(path, "")}
-        return {self.keys[0]: {"answers": counts["p"], "fit": counts.get("p" + _FIT, 0),
+        for k, n in counts.items():
+            parts = k.split(SEP)
+            if parts[:2] == [path, "rej"]:
+                rejected[parts[2]] = {"count": n, "example": notes.get(k, "")}
+        return {self.keys[0]: {"answers": counts[path], "fit": counts.get(path + _FIT, 0),
                                "rejected_by": dict(sorted(rejected.items(), key=lambda i: -i[1]["count"]))}}
 
     def lines(self, heading, data):
@@ -146,11 +149,42 @@ class PredicateShape(Shape):
         return [text]
 
 
+class NodesFilterShape(PredicateShape):
+    """A filter of many nodes in one call (kube-scheduler's): each node checked counts as one
+    answer, under ``path``, shown as the predicate's are."""
+
+    def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
+        if head is None or not tally.enabled:
+            return
+        tally.started()
+        prefix = "task" + SEP + object_name(request.task) + SEP + self.path
+        rejected: dict[str, list] = {}
+        fit = 0
+        for each in decision.decisions:
+            if each.fits:
+                fit += 1
+            else:
+                found = rejected.setdefault(each.rule or "", [0, each.reason])
+                found[0] += 1
+        with tally.lock:
+            c = tally.cycle(head)
+            if decision.decisions:
+                c.add(prefix, len(decision.decisions))
+            if fit:
+                c.add(prefix + _FIT, fit)
+            for rule, (n, reason) in rejected.items():
+                c.add(prefix + _REJ + rule, n)
+                c.first(prefix + _REJ + rule, reason, request_id)
+            if audits:
+                add_audits(c, "task" + SEP + object_name(request.task) + SEP, audits, request_id)
+
+
 class ScoreShape(Shape):
     """Prioritize: its calls per task and the latest call's top nodes, shown under the verb's name."""
 
-    def __init__(self, verb: str) -> None:
+    def __init__(self, verb: str, path: str = "s") -> None:
         self.keys = (verb,)
+        self.path = path  # its entries' first path element
 
     def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
         if head is None or not tally.enabled:
@@ -164,17 +198,17 @@ class ScoreShape(Shape):
         note = json.dumps(shown, separators=(",", ":"))
         with tally.lock:
             c = tally.cycle(head)
-            c.add(prefix + "s")
+            c.add(prefix + self.path)
             if top:  # preempt's prioritize of no nodes (Volcano v1.14+) keeps the latest scores shown
-                c.last(prefix + "s" + SEP + "top", note)
+                c.last(prefix + self.path + SEP + "top", note)
             if audits:
                 add_audits(c, prefix, audits, request_id)
 
     def section(self, counts, notes):
-        if "s" not in counts:
+        if self.path not in counts:
             return {}
-        top = notes.get("s" + SEP + "top")
-        return {self.keys[0]: {"calls": counts["s"], "top_nodes": json.loads(top) if top else []}}
+        top = notes.get(self.path + SEP + "top")
+        return {self.keys[0]: {"calls": counts[self.path], "top_nodes": json.loads(top) if top else []}}
 
     def lines(self, heading, data):
         if self.keys[0] not in data:
@@ -191,49 +225,58 @@ class VictimsShape(Shape):
     """Preemptable and reclaimable: per verb, the task's calls as evictor and its answers as an
     evictee, shown under ``victims``."""
 
-    keys = ("victims",)
+    def __init__(self, key: str = "victims", evictor_path: str = "v", evictee_path: str = "e") -> None:
+        self.keys = (key,)
+        self.paths = (evictor_path, evictee_path)  # its entries' first path elements
 
     def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
         if head is None or not tally.enabled:
             return
         tally.started()
         prefix = "task" + SEP + object_name(request.evictor) + SEP
+        with tally.lock:
+            c = tally.cycle(head)
+            self.record_evictees(c, prefix, verb, request.evictees, decision, request_id)
+            if audits:
+                add_audits(c, prefix, audits, request_id)
+
+    def record_evictees(self, c: CycleAggregate, prefix: str, verb: str, evictees: Sequence[Any], decision: Any,
+                        request_id: str) -> None:
+        """One answer about ``evictees`` (a ``VictimDecision``), ``prefix`` the evictor's (lock held)."""
+        evictor_path, evictee_path = self.paths
         victims = set(decision.victims)
         # refused by a rule: protected when the answer permits; when it abstains (`if none
         # abstain`), the tier's other plugins decide and may evict the pod all the same
         refused = "protect" if decision.status else "abstain"
-        with tally.lock:
-            c = tally.cycle(head)
-            c.add(prefix + "v" + SEP + verb)
-            if victims:
-                c.add(prefix + "v" + SEP + verb + SEP + "victims", len(victims))
-            for i, evictee in enumerate(request.evictees):
-                other = "task" + SEP + object_name(evictee) + SEP + "e" + SEP + verb + SEP
-                if i in victims:
-                    c.add(other + "evict")
-                elif i in decision.reasons:
-                    c.add(other + refused)
-                    c.first(other + refused, decision.reasons[i], request_id)
-            if audits:
-                add_audits(c, prefix, audits, request_id)
+        c.add(prefix + evictor_path + SEP + verb)
+        if victims:
+            c.add(prefix + evictor_path + SEP + verb + SEP + "victims", len(victims))
+        for i, evictee in enumerate(evictees):
+            other = "task" + SEP + object_name(evictee) + SEP + evictee_path + SEP + verb + SEP
+            if i in victims:
+                c.add(other + "evict")
+            elif i in decision.reasons:
+                c.add(other + refused)
+                c.first(other + refused, decision.reasons[i], request_id)
 
     def section(self, counts, notes):
+        evictor_path, evictee_path = self.paths
         victims: dict[str, dict] = {}
         for path, n in counts.items():
             parts = path.split(SEP)
-            if parts[0] == "v":
+            if parts[0] == evictor_path:
                 entry = victims.setdefault(parts[1], {})
                 entry["victims_permitted" if len(parts) == 3 else "calls_as_evictor"] = n
-            elif parts[0] == "e":
+            elif parts[0] == evictee_path:
                 entry = victims.setdefault(parts[1], {})
                 entry["as_evictee_" + parts[2]] = n
                 if path in notes:
                     entry[{"protect": "protected_example"}.get(parts[2], parts[2] + "_example")] = notes[path]
-        return {"victims": victims} if victims else {}
+        return {self.keys[0]: victims} if victims else {}
 
     def lines(self, heading, data):
         lines = []
-        for verb, v in (data.get("victims") or {}).items():
+        for verb, v in (data.get(self.keys[0]) or {}).items():
             parts = []
             if "calls_as_evictor" in v:
                 parts.append(f"as evictor asked {v['calls_as_evictor']} times, {v.get('victims_permitted', 0)} "
@@ -304,8 +347,51 @@ class VoteShape(Shape):
         return [f"{heading}: " + _answers(self.keys[0], data[self.keys[0]], self.words)]
 
 
+class PerNodeVictimsShape(VictimsShape):
+    """Victims asked for many nodes in one call (kube-scheduler's preempt): each node's answer
+    is recorded as one victims answer (``request.nodes[i].pods``, ``decision.per_node[i]``)."""
+
+    def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
+        if head is None or not tally.enabled:
+            return
+        tally.started()
+        prefix = "task" + SEP + object_name(request.evictor) + SEP
+        with tally.lock:
+            c = tally.cycle(head)
+            for node, answer in zip(request.nodes, decision.per_node):
+                self.record_evictees(c, prefix, verb, node.pods, answer, request_id)
+            if audits:
+                add_audits(c, prefix, audits, request_id)
+
+
 #: the one shape both victim verbs share (their entries are keyed by verb)
 VICTIMS = VictimsShape()
+
+
+class WindowHead:
+    """The cycle a call without a session is tallied in: a window of ``WINDOW_SECONDS`` (a
+    scheduler without sessions, kube-scheduler, has no cycle of its own). ``session_id`` names
+    the protocol and the window's start, ``opened_at`` is that start."""
+
+    __slots__ = ("session_id", "opened_at")
+
+    def __init__(self, session_id: str, opened_at: float) -> None:
+        self.session_id, self.opened_at = session_id, opened_at
+
+
+#: seconds of calls a window cycle holds (``window_head``)
+WINDOW_SECONDS = 60
+_windows: dict[str, WindowHead] = {}
+
+
+def window_head(protocol: str, now: float | None = None) -> WindowHead:
+    """The window cycle of ``protocol`` holding the time ``now`` (the same object for the whole window)."""
+    start = float(int(time.time() if now is None else now) // WINDOW_SECONDS * WINDOW_SECONDS)
+    found = _windows.get(protocol)
+    if found is None or found.opened_at != start:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start))
+        found = _windows[protocol] = WindowHead(f"{protocol}@{stamp}", start)
+    return found
 
 
 def shapes_of(verbs: Iterable[Any]) -> tuple[Shape, ...]:

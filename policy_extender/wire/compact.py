@@ -457,3 +457,42 @@ def session_body(job_specs, queue_specs, node_specs) -> dict:
             "Queues": {q["UID"]: q for q in queues},
             "NamespaceInfo": {ns: {"Name": ns, "QuotaStatus": None} for ns in namespaces},
             "RevocableNodes": {}, "NodeList": None}
+
+
+# ---------------------------------------------------------------- kube-scheduler's bodies
+
+
+def kube_pod(spec, path: str = "task", *, status: str = "Pending", name: str | None = "task") -> dict:
+    """A compact task -> the ``v1.Pod`` kube-scheduler sends (``init_requests`` become an init
+    container's requests)."""
+    info = task(spec, path, status=status, name=name)
+    pod = info["Pod"]
+    pod["spec"]["schedulerName"] = "default-scheduler"
+    if isinstance(spec, Mapping) and "init_requests" in spec:
+        init = quantities({k: v for k, v in _amounts(spec["init_requests"], _at(path, "init_requests")).items()
+                           if k != "pods"})
+        pod["spec"]["initContainers"] = [{"name": "init", "image": "registry.example.com/init:1",
+                                          "resources": {"requests": init} if init else {}}]
+    return pod
+
+
+def extender_args_body(task_spec, node_specs) -> dict:
+    """kube-scheduler's filter and prioritize ``ExtenderArgs``: the pod and the ``v1.Node`` list
+    (``nodeCacheCapable: false``)."""
+    nodes = [node(n, f"nodes[{i}]")["Node"] for i, n in enumerate(_list(node_specs, "nodes", "nodes"))]
+    return {"Pod": kube_pod(task_spec, "task"), "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
+
+
+#: the node of a compact evictee that names none
+KUBE_VICTIM_NODE = "node-1"
+
+
+def preemption_args_body(evictor_spec, evictee_specs) -> dict:
+    """kube-scheduler's preempt ``ExtenderPreemptionArgs``: the evictees, Running pods, grouped
+    by their ``node`` (``node-1`` when they name none), no PDB violated."""
+    by_node: dict[str, dict] = {}
+    for i, spec in enumerate(_list(evictee_specs, "evictees", "evictees")):
+        pod = kube_pod(spec, f"evictees[{i}]", status="Running", name=None)
+        pod["spec"].setdefault("nodeName", KUBE_VICTIM_NODE)
+        by_node.setdefault(pod["spec"]["nodeName"], {"Pods": [], "NumPDBViolations": 0})["Pods"].append(pod)
+    return {"Pod": kube_pod(evictor_spec, "evictor"), "NodeNameToVictims": by_node, "NodeNameToMetaVictims": None}

@@ -45,7 +45,7 @@ def predicates_counted(server: Server) -> float:
         conn.close()
     return sum(s.value for family in text_string_to_metric_families(text)
                for s in family.samples if s.name == "policy_extender_requests_total"
-               and s.labels == {"verb": "predicate", "code": "200"})
+               and s.labels == {"verb": "predicate", "protocol": "volcano", "code": "200"})
 
 
 def wait_exit(process: subprocess.Popen, timeout: float = 30) -> int:

@@ -99,16 +99,16 @@ def test_counts_are_summed_across_worker_processes(directory, workers):
     workers.start(5)
     samples = scrape(directory)
 
-    predicate = (("verb", "predicate"),)
+    predicate = (("protocol", "volcano"), ("verb", "predicate"))
     assert samples[("policy_extender_request_duration_seconds_count", predicate)] == 8
     assert samples[("policy_extender_request_duration_seconds_sum", predicate)] == pytest.approx(0.024)
     assert samples[("policy_extender_request_duration_seconds_bucket", (("le", "0.0025"), *predicate))] == 0
     assert samples[("policy_extender_request_duration_seconds_bucket", (("le", "0.005"), *predicate))] == 8
     assert samples[("policy_extender_requests_total", (("code", "200"), *predicate))] == 8
-    assert samples[("policy_extender_requests_total", (("code", "500"), ("verb", "prioritize")))] == 2
+    assert samples[("policy_extender_requests_total", (("code", "500"), ("protocol", "volcano"), ("verb", "prioritize")))] == 2
     assert samples[("policy_extender_request_body_bytes_sum", predicate)] == 8 * 2048
     assert samples[("policy_extender_decisions_total",
-                    (("outcome", "reject"), ("rule", "zone-match"), *predicate))] == 2
+                    (("outcome", "reject"), ("protocol", "volcano"), ("rule", "zone-match"), ("verb", "predicate")))] == 2
     assert samples[("policy_extender_sessions_total", (("event", "opened"),))] == 2
 
 
@@ -132,7 +132,7 @@ def test_gauges_combine_live_workers_and_forget_dead_ones(directory, workers):
     assert ("policy_extender_policy_info", (("version", "v1"),)) not in samples
     assert samples[("policy_extender_policy_info", (("version", "v2"),))] == 1
     # a dead worker's requests still count: counters never go down
-    assert samples[("policy_extender_requests_total", (("code", "200"), ("verb", "predicate")))] == 10
+    assert samples[("policy_extender_requests_total", (("code", "200"), ("protocol", "volcano"), ("verb", "predicate")))] == 10
 
 
 @pytest.mark.slow

@@ -86,10 +86,10 @@ def test_scrape_sees_the_pending_calls_of_running_workers(tmp_path, monkeypatch)
         for process, parent in running:
             parent.send("exit")
             process.join(30)
-    predicate = (("verb", "predicate"),)
+    predicate = (("protocol", "volcano"), ("verb", "predicate"))
     assert samples[("policy_extender_requests_total", (("code", "200"), *predicate))] == 8
     assert samples[("policy_extender_request_duration_seconds_sum", predicate)] == pytest.approx(0.024)
-    assert samples[("policy_extender_decisions_total", (("outcome", "reject"), ("rule", "zone"), *predicate))] == 8
+    assert samples[("policy_extender_decisions_total", (("outcome", "reject"), ("protocol", "volcano"), ("rule", "zone"), ("verb", "predicate")))] == 8
 
 
 def _requests_counted(registry) -> float:
@@ -274,7 +274,7 @@ def test_a_served_call_counts_its_values_and_builds_a_record_only_for_a_callback
     assert requests == {"200": 1.0, "400": 1.0}, requests
     decisions = {tuple(sorted(dict(k[1]).items())): v for k, v in samples.items()
                  if k[0] == metrics.PREFIX + "decisions_total"}
-    assert decisions == {(("outcome", "reject"), ("rule", "deny"), ("verb", "predicate")): 1.0}, decisions
+    assert decisions == {(("outcome", "reject"), ("protocol", "volcano"), ("rule", "deny"), ("verb", "predicate")): 1.0}, decisions
     assert [(r.verb, r.status, r.decision, r.rule, r.body_bytes) for r in records] == [
         ("predicate", 200, "reject", "deny", len(sample("predicate"))), ("predicate", 400, "error", "", 8)]
     assert "malformed JSON" in records[1].error and records[0].error == ""

@@ -102,7 +102,7 @@ def worker_pids(port: int) -> set[int]:
     return pids
 
 
-PREDICATE_200 = ("policy_extender_requests_total", (("code", "200"), ("verb", "predicate")))
+PREDICATE_200 = ("policy_extender_requests_total", (("code", "200"), ("protocol", "volcano"), ("verb", "predicate")))
 RELOAD_OK = ("policy_extender_policy_last_reload_successful", ())
 
 

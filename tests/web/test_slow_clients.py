@@ -191,7 +191,7 @@ def test_64_trickling_clients_starve_no_session(server):
     # counted in the request metrics as the app's own answers are (the flushers write every 0.25 s)
     time.sleep(1)
     counted = metric_samples(server.port).get(
-        ("policy_extender_requests_total", (("code", "408"), ("verb", "predicate"))), 0)
+        ("policy_extender_requests_total", (("code", "408"), ("protocol", "volcano"), ("verb", "predicate"))), 0)
     assert counted >= len(tricklers.answers), (counted, len(tricklers.answers))
     assert "Traceback" not in server.log(), server.log()[-3000:]
 
