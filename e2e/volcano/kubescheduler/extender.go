@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -121,12 +122,18 @@ func CallFilter(ext extender, objs *Objects) (FilterResult, []string) {
 		}
 		seen[name] = where
 	}
+	var altered []string
 	for _, ni := range kept {
 		r.Nodes = append(r.Nodes, ni.Node().Name)
 		answer(ni.Node().Name, "Nodes")
-		if p := sameNode(ni.Node(), objs); p != "" {
-			problems = append(problems, p)
+		if d := sameNode(ni.Node(), objs); d != "" {
+			altered = append(altered, d)
 		}
+	}
+	if len(altered) > 0 {
+		problems = append(problems, fmt.Sprintf("filter: Nodes.items are not the nodes kube-scheduler sent (%s): "+
+			"HTTPExtender.Filter makes the NodeInfos of the rest of the cycle from them, so its score plugins and "+
+			"the extender's prioritize see these objects", strings.Join(altered, "; ")))
 	}
 	for name := range failed {
 		answer(name, "FailedNodes")
@@ -144,7 +151,7 @@ func CallFilter(ext extender, objs *Objects) (FilterResult, []string) {
 }
 
 // sameNode says how a node of the filter reply differs from the node kube-scheduler sent (""
-// if it does not): HTTPExtender.Filter makes the NodeInfos of the rest of the cycle from the
+// if it is the same): HTTPExtender.Filter makes the NodeInfos of the rest of the cycle from the
 // reply's Nodes.items (NodeInfo.SetNode(&result.Nodes.Items[i])), so the in-tree score plugins
 // and the extender's own prioritize then see the reply's objects, not the cluster's.
 func sameNode(got *v1.Node, objs *Objects) string {
@@ -158,9 +165,8 @@ func sameNode(got *v1.Node, objs *Objects) string {
 		if apiequality.Semantic.DeepEqual(&wire, got) {
 			return ""
 		}
-		return fmt.Sprintf("filter: Nodes.items holds node %q not as kube-scheduler sent it (labels %v, allocatable %d resources; sent: labels %v, allocatable %d resources): "+
-			"HTTPExtender.Filter uses the returned objects for the rest of the cycle (score plugins, prioritize)",
-			got.Name, got.Labels, len(got.Status.Allocatable), sent.Labels, len(sent.Status.Allocatable))
+		return fmt.Sprintf("%s has %d labels and %d allocatable resources, sent with %d and %d",
+			got.Name, len(got.Labels), len(got.Status.Allocatable), len(sent.Labels), len(sent.Status.Allocatable))
 	}
 	return ""
 }
