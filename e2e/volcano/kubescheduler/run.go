@@ -19,6 +19,7 @@ type Result struct {
 	Scenario *Scenario
 	Release  string
 	Calls    []Call
+	Outcome  *ScheduleOutcome // the scheduling loop's, when the scenario runs it
 	Problems []string
 	Err      error
 	Log      string
@@ -40,6 +41,12 @@ func (r *Result) Format(verbose bool) string {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "      %s\n", strings.ReplaceAll(p, "\n", "\n      "))
+	}
+	if o := r.Outcome; o != nil && (verbose || !r.OK()) {
+		fmt.Fprintf(&b, "      scheduled: bound to %q, preempted %v, nominated %q\n", o.Bind, o.Preempted, o.Nominated)
+		for _, e := range o.Failed {
+			fmt.Fprintf(&b, "      FailedScheduling: %s\n", e)
+		}
 	}
 	counts := map[string]int{}
 	for _, c := range r.Calls {
@@ -154,6 +161,7 @@ func RunScenario(s *Scenario, release, repo string, command []string, workDir st
 		if err != nil {
 			r.Err = fmt.Errorf("scheduler.New: %w", err)
 		} else {
+			r.Outcome = got
 			r.Problems = append(r.Problems, compareSchedule(*e.Schedule, got)...)
 		}
 	}
