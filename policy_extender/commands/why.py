@@ -23,8 +23,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from policy_extender.decide import tallying
-from policy_extender.decide.table import SHAPES
+from policy_extender.decide import kube_table, tallying
+from policy_extender.decide.table import SHAPES as VOLCANO_SHAPES
 
 HELP = "why is a job, task or queue pending: what the running service decided about it, by rule, in the last cycles"
 
@@ -101,7 +101,9 @@ def has_data(answer: dict) -> bool:
     return any(_cycle_has_data(c) for c in answer.get("cycles", []))
 
 
-#: the keys of a /why cycle that say something was decided (the verb table's tally shapes)
+#: the tally shapes of both verb tables (Volcano's, kube-scheduler's), as the service's tally has them
+SHAPES = VOLCANO_SHAPES + kube_table.SHAPES
+#: the keys of a /why cycle that say something was decided (the verb tables' tally shapes)
 DECIDED_KEYS = tallying.shown_keys(SHAPES)
 
 

@@ -54,9 +54,9 @@ def respond(service: Service, kind: str, body: bytes) -> Reply:
 
 def failed(kind: str, exc: Exception) -> Reply:
     """:func:`respond`'s answer to a ``kind`` handler that raised ``exc``."""
-    verb = KUBE_VERBS.get(kind)
-    if verb is not None:
-        return failed_without_session(verb, exc)
+    verb = ANSWERS_ERRORS_ITSELF.get(kind)
+    if verb is not None:  # kube-scheduler's: errors in its own keys
+        return failed_in_go_keys(verb, exc)
     if isinstance(exc, WireError):
         return error_reply(400, f"{kind}: {exc}")
     if isinstance(exc, SessionLost):  # logged by the session cache, once per occurrence
@@ -71,14 +71,14 @@ def failed(kind: str, exc: Exception) -> Reply:
     return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
 
 
-def failed_without_session(verb: Verb, exc: Exception) -> Reply:
+def failed_in_go_keys(verb: Verb, exc: Exception) -> Reply:
     """The answer of a kube-scheduler verb that raised ``exc``, in its own body (``{"Error": ...}``,
     Go's key): a body it cannot read (a bad quantity, no pod) is a 400, a refusal of the service
     (no policy set loaded) its status; a node-cache body it refuses and a failure while deciding
     (an ``EvalError``) are the verb's error answer (the filter's 200 with ``Error`` set, which
     kube-scheduler turns into the pod's failed attempt) or a 500 (prioritize, preempt), so
     kube-scheduler's ``ignorable`` decides."""
-    error_body = verb.error_body or encode.event
+    error_body: Callable[[str], bytes] = verb.error_body  # type: ignore[assignment]  # ANSWERS_ERRORS_ITSELF's
     if isinstance(exc, NodeCacheRefused):
         message = f"{verb.name}: {NODE_CACHE_REFUSAL}"
     elif isinstance(exc, WireError):
@@ -239,3 +239,7 @@ HANDLERS: dict[str, Callable[[Service, bytes], Reply]] = {
     for name, verb in VERBS.items()}
 HANDLERS[PREDICATE] = decide_predicate
 HANDLERS.update((name, without_session(verb)) for name, verb in KUBE_VERBS.items())
+
+#: verb kind -> its entry, for the verbs whose errors have a body of their own (``Verb.error_body``)
+ANSWERS_ERRORS_ITSELF: dict[str, Verb] = {
+    name: verb for name, verb in {**VERBS, **KUBE_VERBS}.items() if verb.error_body is not None}

@@ -26,10 +26,14 @@ path                        meaning
 ``r␟<ready|not_ready>...``  job: jobReady answers [by rule] (note)
 ``o␟<overused|...>...``     queue: queueOverused answers [by rule] (note)
 ``a␟<rule>␟<outcome>``      any: an audited rule's would-be outcome (note: its reason)
+``kf``, ``kf␟fit``, ...     task (a pod): kube-scheduler's filter, one answer per node, as ``p``
+``ks`` / ``ks␟top``         task: kube-scheduler's prioritize calls / latest top nodes (0..10)
+``kv␟<verb>...``, ``ke...`` task: kube-scheduler's preempt, per node, as ``v`` and ``e``
 ==========================  ==========================================================
 
-(``␟`` is the separator ``\\x1f``.) The first reason of an enqueue, overused or ready rule for
-one object in one cycle is logged at INFO by the flush that stored it, with the request id of the
+(``␟`` is the separator ``\\x1f``.) kube-scheduler's calls have no session: they are tallied in
+the cycle of their window of time (:func:`window_head`). The first reason of an enqueue, overused
+or ready rule for one object in one cycle is logged at INFO by the flush that stored it, with the request id of the
 call that decided it: once per (cycle, object, rule) across every worker and replica, since the
 store says which example notes were new.
 """

@@ -4,7 +4,9 @@
 read the session through the worker's SessionCache (onSessionClose, which ends the session it
 names, and the allocate/deallocate events), the session the call belongs to (one ``head()``
 read); the deciding verbs' session is the head their handler's ``SessionCache.env()`` read, so
-recording costs them no second read.
+recording costs them no second read. kube-scheduler's verbs belong to no session: they are
+recorded with the calls outside a session (``recorder.cycle_name``), each with the version of the
+set that answered it.
 ``finish`` gets the body the dispatch read (b"" when it was not read whole: a 413, a body cut
 short), names the session an onSessionOpen created, and queues the call. ``wsgi.input`` is left
 alone, so the body is still read straight from gunicorn's socket (``web/socket_body.py``).
@@ -16,6 +18,7 @@ import time
 from typing import Any
 
 from policy_extender.session.cache import NOT_READ
+from policy_extender.verb_names import kube_scheduler
 from policy_extender.verb_names.volcano import ALLOCATE, DEALLOCATE, JOB_ENQUEUED, ON_SESSION_CLOSE, ON_SESSION_OPEN
 
 from .recorder import Recorder
@@ -23,6 +26,9 @@ from .redact import annotation_keys_read, parse_kinds
 
 #: verbs whose handler reads ``sessions.head()`` itself rather than through the SessionCache
 READS_HEAD_ITSELF = frozenset({ON_SESSION_CLOSE, ALLOCATE, DEALLOCATE, JOB_ENQUEUED})
+#: verbs of a scheduler without sessions (kube-scheduler's): recorded outside any cycle, with the
+#: version of the set that answered them (the current one)
+WITHOUT_SESSION = frozenset(kube_scheduler.VERB_KINDS)
 
 
 class Capture:
@@ -32,14 +38,16 @@ class Capture:
         self.service, self.kind = service, kind
         self.started_ns = time.time_ns()
         self.head = NOT_READ
-        if kind in READS_HEAD_ITSELF:
+        if kind in WITHOUT_SESSION:
+            self.head = None
+        elif kind in READS_HEAD_ITSELF:
             self.head = service.sessions.head()
         elif kind != ON_SESSION_OPEN:
             service.session_cache.forget_last_head()
 
     def finish(self, status: int, response: bytes, request: bytes | None) -> None:
         head: Any = self.head  # a Head, None (no session) or NOT_READ (replaced below)
-        if self.kind not in READS_HEAD_ITSELF and self.kind != ON_SESSION_OPEN:
+        if self.kind not in READS_HEAD_ITSELF and self.kind != ON_SESSION_OPEN and self.kind not in WITHOUT_SESSION:
             head = self.service.session_cache.last_head()  # what the handler's env() read
         if head is NOT_READ or self.kind == ON_SESSION_OPEN:  # refused before the handler ran
             head = self.service.sessions.head()

@@ -7,12 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from policy_extender.decide.table import DECIDING
+from policy_extender.decide import kube_table
+from policy_extender.decide.table import DECIDING as VOLCANO_DECIDING
 
 from . import diff
 from .engine import HttpAnswer, Replayed, Replayer
 from policy_extender.record.frames import Problem
 from .reading import RecordedCycle, read_cycles
+
+#: the verbs whose answers are compared: both protocols' deciding verbs
+DECIDING = frozenset(VOLCANO_DECIDING) | frozenset(kube_table.DECIDING)
 
 
 @dataclass
@@ -53,7 +57,7 @@ def _compare_cycle(cycle: RecordedCycle, after: Replayer, before: Replayer | Non
     outcome.cycles += 1
     for new, old_answer in _pairs(cycle, after, before):
         outcome.calls += 1
-        if new.call.verb not in DECIDING:
+        if new.call.verb not in DECIDING:  # a session event: nothing decided
             continue
         outcome.decisions += 1
         outcome.changes.extend(_changes(cycle, new, old_answer, after, options))

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import orjson
 
+from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import VERBS
 
 from .engine import HttpAnswer
@@ -53,6 +54,11 @@ def subject_of(verb: str, request: bytes) -> Subject:
         return Subject("(undecodable body)", "")
     if not isinstance(body, dict):
         return Subject("?", "")
+    pod = body.get("Pod")  # kube-scheduler's calls: a v1.Pod
+    if isinstance(pod, dict):
+        meta = pod.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        return Subject(_name({"Namespace": meta.get("namespace"), "Name": meta.get("name", "?")}), "")
     head = body.get("task") or body.get("evictor") or body.get("job") or body.get("queue") or {}
     node = (body.get("node") or {}).get("Name", "") if isinstance(body.get("node"), dict) else ""
     return Subject(_name(head), node)
@@ -73,6 +79,9 @@ def compare(verb: str, before: HttpAnswer, after: HttpAnswer, decision: Callable
         if before.status == after.status:
             return []
         return [("http status", "", _status_text(before), _status_text(after), "")]
+    kube = KUBE_VERBS.get(verb)
+    if kube is not None:
+        return KUBE_COMPARERS[kube.answer](_any_json(before.body), _any_json(after.body), decision, options)
     old, new = _json(before.body), _json(after.body)
     entry = VERBS[verb]
     if entry.answer == "vote":  # enqueue's status is a Permit/Abstain/Reject int, the others bools
@@ -89,10 +98,18 @@ def _json(body: bytes) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _any_json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def _status_text(answer: HttpAnswer) -> str:
     if answer.status == 200:
         return "200"
-    error = _json(answer.body).get("error", "")
+    found = _json(answer.body)
+    error = found.get("error") or found.get("Error") or ""
     return f"{answer.status} {error}".strip()
 
 
@@ -191,3 +208,77 @@ def _flip(key: str, kind: str, show: Callable[[Any], str]) -> Callable:
 
 #: answer shape (``decide.table.Verb.answer``) -> its comparison; a vote is compared in ``compare``.
 COMPARERS: dict[str, Callable] = {"fit": _predicate, "scores": _prioritize, "victims": _victims}
+
+
+# ---------------------------------------------------------------------------------------------
+# kube-scheduler's answers (wire/kube_encode.py): many nodes per call
+
+
+def _node_states(answer: Any) -> dict[str, str]:
+    """A filter answer as node -> "fits" / "reason" / "unresolvable: reason" (``Error`` under "")."""
+    if not isinstance(answer, dict):
+        return {}
+    states = {item.get("metadata", {}).get("name", "?"): "fits"
+              for item in ((answer.get("Nodes") or {}).get("items") or []) if isinstance(item, dict)}
+    states.update((answer.get("FailedNodes") or {}).items())
+    states.update((n, f"unresolvable: {r}") for n, r in (answer.get("FailedAndUnresolvableNodes") or {}).items())
+    if answer.get("Error"):
+        states[""] = f"Error: {answer['Error']}"
+    return states
+
+
+def _kube_filter(old: Any, new: Any, decision, options: Options) -> list:
+    was, now = _node_states(old), _node_states(new)
+    changes = []
+    for node in sorted(set(was) | set(now)):
+        before, after = was.get(node, "(not answered)"), now.get(node, "(not answered)")
+        if before == after:
+            continue
+        kind = "now fits" if after == "fits" else "now unfit" if before == "fits" else "reason"
+        changes.append((kind, node, before, after, _node_rule(decision, node) if after != "fits"
+                        else _rule_in(before.removeprefix("unresolvable: "))))
+    return changes
+
+
+def _node_rule(decision: Callable[[], Any], node: str) -> str:
+    try:
+        found = decision()
+    except Exception as error:
+        return f"(decision unavailable: {error})"
+    for name, each in zip(getattr(found, "nodes", ()), getattr(found, "decisions", ())):
+        if name == node:
+            return each.rule or ""
+    return ""
+
+
+def _kube_prioritize(old: Any, new: Any, decision, options: Options) -> list:
+    """Scores 0..10: a move is reported from ``score_threshold`` on kube-scheduler's node-score
+    scale (x10, ``MaxNodeScore / MaxExtenderPriority``)."""
+    def scores(answer: Any) -> dict:
+        return {p.get("Host"): p.get("Score", 0) for p in answer or [] if isinstance(p, dict)} \
+            if isinstance(answer, list) else {}
+    old_scores, new_scores = scores(old), scores(new)
+    changes = []
+    old_top, new_top = _top(old_scores), _top(new_scores)
+    if old_top != new_top:
+        changes.append(("top node", "", _top_text(old_top, old_scores), _top_text(new_top, new_scores), ""))
+    for node in sorted(set(old_scores) | set(new_scores)):
+        was, now = old_scores.get(node, 0), new_scores.get(node, 0)
+        if abs(now - was) * 10 >= options.score_threshold:
+            changes.append(("score", node, _number(was), _number(now), _movers(decision, node)))
+    return changes
+
+
+def _kube_victims(old: Any, new: Any, decision, options: Options) -> list:
+    def per_node(answer: Any) -> dict[str, list[str]]:
+        found = (answer or {}).get("NodeNameToMetaVictims") if isinstance(answer, dict) else None
+        return {node: sorted(p.get("UID", "?") for p in (v or {}).get("Pods") or [] if isinstance(p, dict))
+                for node, v in (found or {}).items()}
+    was, now = per_node(old), per_node(new)
+    return [("victims", node, ", ".join(was.get(node, [])) or "(node left out)",
+             ", ".join(now.get(node, [])) or "(node left out)", "")
+            for node in sorted(set(was) | set(now)) if was.get(node) != now.get(node)]
+
+
+#: kube-scheduler's answer shapes (``kube_table``'s ``Verb.answer``) -> their comparison
+KUBE_COMPARERS: dict[str, Callable] = {"fit": _kube_filter, "scores": _kube_prioritize, "victims": _kube_victims}

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from policy_extender.decide.handlers import respond
+from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.fixture_runner.exchange import Exchanger
 from policy_extender.verb_names.volcano import ON_SESSION_CLOSE
+from policy_extender.wire.session_views import NO_SESSION
 
 from .reading import RecordedCall, RecordedCycle
 
@@ -49,7 +51,12 @@ class Replayer:
         return HttpAnswer(reply.status, reply.body)
 
     def decision(self, verb: str, body: bytes) -> Any:
-        """The decision object behind an answer (the deciding rule), in the current session."""
+        """The decision object behind an answer (the deciding rule), in the current session; a
+        kube-scheduler call's with the set's kube-scheduler rules and no session, as it is answered."""
+        entry = KUBE_VERBS.get(verb)
+        if entry is not None and entry.decide is not None:
+            policy_set = self.policy_set.for_protocol(entry.protocol)
+            return entry.decide(policy_set, entry.decode(body, policy_set.reads, NO_SESSION), NO_SESSION)
         return self.exchanger.decision(verb, body)
 
     def replay(self, cycle: RecordedCycle) -> Iterator[Replayed]:

@@ -1,4 +1,5 @@
-"""VerbDispatch: a thin WSGI layer that answers Volcano's verb routes before Flask sees them.
+"""VerbDispatch: a thin WSGI layer that answers the schedulers' verb routes (Volcano's and
+kube-scheduler's) before Flask sees them.
 
 A verb call is a POST to one fixed path, so a dict lookup on ``PATH_INFO`` replaces Flask's
 routing, request object and response object (about a third of a predicate call's time in a
@@ -139,7 +140,7 @@ def answer_headers(reply: Reply, request_id: str) -> list[tuple[str, str]]:
 
 def _not_a_post(kind: str, environ: dict) -> Reply:
     return error_reply(405, f"{environ.get('REQUEST_METHOD')} is not allowed on {environ.get('PATH_INFO')}: "
-                       f"Volcano's {kind} is a POST", (("Allow", "POST"),))
+                       f"the scheduler's {kind} verb is a POST", (("Allow", "POST"),))
 
 
 def read_streamed(service: Service, route: VerbRoute, environ: dict) -> bytes:

@@ -117,20 +117,20 @@ class ExtenderPreemptionArgs(msgspec.Struct, **_OPTIONS):
     NodeNameToMetaVictims: dict[str, Any] | None = None
 
 
-def _decode(decoder: msgspec.json.Decoder, body: bytes) -> Any:
+def _decode(decoder: msgspec.json.Decoder, body: Any, prefix: str = "$") -> Any:
     """``decode_json``, with the map keys msgspec leaves out of an error's path (``[...]``)
     found in the body: ``$.Nodes.items[3].status.allocatable.cpu``, not ``allocatable[...]``."""
     try:
-        return decode_json(decoder, body)
+        return decode_json(decoder, body, prefix)
     except WireError as error:
-        if "[...]" not in error.path:
+        if "[...]" not in error.path or not error.path.startswith(prefix):
             raise
         try:
             whole = msgspec.json.decode(body)
         except (msgspec.MsgspecError, UnicodeDecodeError):
             raise error from None
-        found = _keyed(whole, re.findall(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]", error.path[1:]), "$")
-        raise WireError(error.message, found or error.path) from None
+        steps = re.findall(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]", error.path[len(prefix):])
+        raise WireError(error.message, _keyed(whole, steps, prefix) or error.path) from None
 
 
 _QUANTITY = re.compile(QUANTITY_PATTERN)
@@ -151,7 +151,7 @@ def _keyed(value: Any, steps: list[tuple[str, str]], path: str) -> str | None:
         if not rest and (isinstance(item, (int, float)) and not isinstance(item, bool)
                          or isinstance(item, str) and _QUANTITY.match(item)):
             continue  # a good quantity: not the one refused
-        shown = f"{path}.{name}" if re.fullmatch(r"[A-Za-z0-9_./-]+", name) else f"{path}[{name!r}]"
+        shown = f"{path}.{name}" if re.fullmatch(r"[A-Za-z0-9_-]+", name) else f"{path}[{name!r}]"
         found = _keyed(item, rest, shown)
         if found is not None:
             return found
@@ -187,12 +187,13 @@ class KubePodView(View):
     takes per resource the larger of that sum and each init container's requests, plus the
     overhead (what the pod holds while an init container runs)."""
 
-    __slots__ = ("_requests", "_init_requests")
+    __slots__ = ("_requests", "_init_requests", "_tolerations")
 
     def __init__(self, raw, env=NO_SESSION):
         super().__init__(raw, env)
         self._requests: Resources | None = None
         self._init_requests: Resources | None = None
+        self._tolerations: list[TolerationView] | None = None
 
     uid = property(lambda self: _meta(self.raw, "uid"))
     name = property(lambda self: _meta(self.raw, "name"))
@@ -206,7 +207,11 @@ class KubePodView(View):
 
     @property
     def tolerations(self) -> list[TolerationView]:
-        return [TolerationView(t, self.env) for t in _spec(self.raw, "tolerations") or () if t is not None]
+        """Built once per pod (a filter reads them on every node of the call); never modified."""
+        if self._tolerations is None:
+            self._tolerations = [TolerationView(t, self.env) for t in _spec(self.raw, "tolerations") or ()
+                                 if t is not None]
+        return self._tolerations
 
     @property
     def requests(self) -> Resources:
@@ -268,6 +273,22 @@ def _status(raw, key: str):
     return getattr(status, key) if status is not None else None
 
 
+class QuantityList(property):
+    """A view field that is a Kubernetes ResourceList (``status.<key>``), in whole units; its
+    view reads one amount of it (``amount``, ``raw_amount_reader``) without parsing the others:
+    a rule reading ``node.allocatable.gpu`` on 1,000 nodes parses 1,000 quantities, not 7,000."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(lambda view: _resources(_status(view.raw, key)))
+        self.key = key
+
+    def one(self, raw, name: str) -> int | float:
+        """The amount of the full resource name ``name`` in ``raw``'s list (0 when absent)."""
+        quantities = _status(raw, self.key)
+        value = quantities.get(name) if quantities else None
+        return 0 if value is None else parse_quantity(value)
+
+
 class KubeNodeView(View):
     """A ``v1.Node`` as a ``node``: the fields kube-scheduler sends (no pods: no idle, used, tasks)."""
 
@@ -276,8 +297,23 @@ class KubeNodeView(View):
     labels = WireMapping(("metadata", "labels"))
     annotations = WireMapping(("metadata", "annotations"))
     unschedulable = property(lambda self: bool(_spec(self.raw, "unschedulable")))
-    allocatable = property(lambda self: _resources(_status(self.raw, "allocatable")))
-    capacity = property(lambda self: _resources(_status(self.raw, "capacity")))
+    allocatable = QuantityList("allocatable")
+    capacity = QuantityList("capacity")
+
+    def amount(self, field: str, name: str):
+        """``getattr(self, field)[name]``, parsing one quantity for a ResourceList field."""
+        wire = getattr(type(self), field, None)
+        if type(wire) is QuantityList:
+            return wire.one(self.raw, name)
+        return getattr(self, field)[name]
+
+    @classmethod
+    def raw_amount_reader(cls, field: str, name: str):
+        """``raw -> amount`` of a ResourceList field (the compiler's short path), else None."""
+        wire = getattr(cls, field, None)
+        if type(wire) is not QuantityList:
+            return None
+        return lambda raw: wire.one(raw, name)
 
     @property
     def taints(self) -> list[TaintView]:
@@ -378,7 +414,7 @@ def decode_preemption_args(body: bytes, reads=None, env=NO_SESSION) -> KubePreem
         path = f"$.NodeNameToVictims[{name!r}]"
         pods, uids = [], []
         for i, raw in enumerate((victims.Pods or ()) if victims is not None else ()):
-            decoded = decode_json(_POD, raw, f"{path}.Pods[{i}]")
+            decoded = _decode(_POD, raw, f"{path}.Pods[{i}]")
             if decoded is None:
                 continue
             uid = decoded.metadata.uid if decoded.metadata is not None else None

@@ -47,7 +47,7 @@ def test_request_finished_callbacks_see_verbs_only(app):
 def test_metrics_count_verb_calls(client):
     post(client, "predicate")
     text = client.get("/metrics").get_data(as_text=True)
-    assert 'policy_extender_requests_total{code="200",verb="predicate"}' in text
+    assert 'policy_extender_requests_total{code="200",protocol="volcano",verb="predicate"}' in text
 
 
 def _sessions_total(client) -> dict[str, float]:
