@@ -4,10 +4,12 @@ package main
 // against them, and the comparison with what the scenario expects.
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -118,7 +120,7 @@ func RunScenario(s *Scenario, release, repo string, command []string, workDir st
 		return r
 	}
 	if s.Volcano != nil {
-		r.Problems = append(r.Problems, callVolcano(svc.URL, s.Volcano)...)
+		r.Problems = append(r.Problems, callVolcano(svc.URL, repo, s.Volcano)...)
 	}
 	if s.Fault != nil && s.Fault.Stop { // nothing listens any more: the client's connection is refused
 		svc.Kill()
@@ -232,13 +234,21 @@ func compareSchedule(want ScheduleExpect, got *ScheduleOutcome) []string {
 }
 
 // callVolcano posts a Volcano verb to the same service.
-func callVolcano(url string, c *VolcanoCall) []string {
-	resp, err := http.Post(url+c.Path, "application/json", strings.NewReader(c.Body))
+func callVolcano(url, repo string, c *VolcanoCall) []string {
+	body := []byte(c.Body)
+	if c.BodyFile != "" {
+		data, err := os.ReadFile(filepath.Join(repo, c.BodyFile))
+		if err != nil {
+			return []string{fmt.Sprintf("volcano %s: %v", c.Path, err)}
+		}
+		body = data
+	}
+	resp, err := http.Post(url+c.Path, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return []string{fmt.Sprintf("volcano %s: %v", c.Path, err)}
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, _ = io.ReadAll(resp.Body)
 	var problems []string
 	if resp.StatusCode != c.Status {
 		problems = append(problems, fmt.Sprintf("volcano %s: status %d, want %d: %s", c.Path, resp.StatusCode, c.Status, compact(body)))

@@ -49,9 +49,11 @@ type Fault struct {
 
 // VolcanoCall is one call of a Volcano verb (the same serve answers both schedulers).
 type VolcanoCall struct {
-	Path   string `json:"path"`
-	Body   string `json:"body"`
-	Status int    `json:"status"`
+	Path string `json:"path"`
+	// Body is the request, or BodyFile a file of the repository holding it (a captured one).
+	Body     string `json:"body,omitempty"`
+	BodyFile string `json:"bodyFile,omitempty"`
+	Status   int    `json:"status"`
 	// Contains are texts the reply's body must contain.
 	Contains []string `json:"contains,omitempty"`
 }
