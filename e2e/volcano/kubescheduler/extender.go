@@ -5,8 +5,10 @@ package main
 // Prioritize and ProcessPreemption called with the scenario's objects.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strings"
 
@@ -23,10 +25,14 @@ import (
 
 // ExtenderConfig is the scenario's `extenders:` entry pointed at url, as kube-scheduler reads
 // it from a KubeSchedulerConfiguration file: decoded (v1 defaults applied) and validated.
-func ExtenderConfig(s *Scenario, url string) (schedulerapi.Extender, string, error) {
-	entry := map[string]any{
-		"urlPrefix": url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
-		"preemptVerb": "preempt", "weight": 1, "nodeCacheCapable": false, "enableHTTPS": false,
+// base is the entry to start from (nil: the harness's defaults, every verb at url).
+func ExtenderConfig(s *Scenario, url string, base map[string]any) (schedulerapi.Extender, string, error) {
+	entry := base
+	if entry == nil {
+		entry = map[string]any{
+			"urlPrefix": url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+			"preemptVerb": "preempt", "weight": 1, "nodeCacheCapable": false, "enableHTTPS": false,
+		}
 	}
 	for k, v := range s.Extender {
 		if v == nil {
@@ -56,6 +62,29 @@ func ExtenderConfig(s *Scenario, url string) (schedulerapi.Extender, string, err
 		return schedulerapi.Extender{}, string(text), fmt.Errorf("kube-scheduler refuses the configuration: %w", errs)
 	}
 	return cfg.Extenders[0], string(text), nil
+}
+
+// GeneratedEntry is the `extenders:` entry `policy-extender kube-scheduler-conf` prints for the
+// policies of policyDir, kube-scheduler reaching the service at url.
+func GeneratedEntry(command []string, policyDir, url string) (map[string]any, string, error) {
+	args := append(append([]string{}, command[1:]...), "kube-scheduler-conf", policyDir, "--url", url)
+	cmd := exec.Command(command[0], args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, string(out), fmt.Errorf("policy-extender kube-scheduler-conf: %w\n%s", err, stderr.String())
+	}
+	var doc struct {
+		Extenders []map[string]any `json:"extenders"`
+	}
+	if err := yaml.Unmarshal(out, &doc); err != nil {
+		return nil, string(out), fmt.Errorf("kube-scheduler-conf printed no YAML: %w", err)
+	}
+	if len(doc.Extenders) != 1 {
+		return nil, string(out), fmt.Errorf("kube-scheduler-conf printed %d extenders entries, want 1", len(doc.Extenders))
+	}
+	return doc.Extenders[0], string(out), nil
 }
 
 // newNodeInfos are the scheduler's NodeInfos of the nodes, holding their running pods.

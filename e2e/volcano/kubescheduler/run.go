@@ -114,7 +114,16 @@ func RunScenario(s *Scenario, release, repo string, command []string, workDir st
 		return r
 	}
 	defer proxy.Close()
-	cfg, text, err := ExtenderConfig(s, proxy.URL+"/kube-scheduler")
+	var base map[string]any
+	if s.Conf == "generated" {
+		entry, text, err := GeneratedEntry(command, filepath.Join(workDir, "policies"), proxy.URL)
+		if err != nil {
+			r.Err = fmt.Errorf("%w\n%s", err, text)
+			return r
+		}
+		base = entry
+	}
+	cfg, text, err := ExtenderConfig(s, proxy.URL+"/kube-scheduler", base)
 	if err != nil {
 		r.Err = fmt.Errorf("%w\n%s", err, text)
 		return r

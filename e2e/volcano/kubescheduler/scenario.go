@@ -26,8 +26,11 @@ type Scenario struct {
 	// filterVerb, ignorable, nodeCacheCapable, weight, ...; null removes one). The harness sets
 	// urlPrefix; the entry goes through kube-scheduler's own config decoding and validation.
 	Extender map[string]any `json:"extender,omitempty"`
-	Fault    *Fault         `json:"fault,omitempty"`
-	Cluster  Cluster        `json:"cluster"`
+	// Conf "generated": the entry is the one `policy-extender kube-scheduler-conf` prints for the
+	// scenario's policies (--url the harness's proxy), Extender's keys over it.
+	Conf    string  `json:"conf,omitempty"`
+	Fault   *Fault  `json:"fault,omitempty"`
+	Cluster Cluster `json:"cluster"`
 	// Pod is the pod kube-scheduler schedules.
 	Pod Pod `json:"pod"`
 	// Victims names, per node, the pods kube-scheduler proposes to evict (default: every pod on
@@ -183,6 +186,9 @@ func LoadScenarios(dir string) ([]*Scenario, error) {
 func (s *Scenario) validate() error {
 	if len(s.Policies) == 0 && len(s.PolicyFiles) == 0 {
 		return fmt.Errorf("no policies: a scenario serves at least one policy file")
+	}
+	if s.Conf != "" && s.Conf != "generated" {
+		return fmt.Errorf("conf: %q is not a choice: write generated, or leave it out for the harness's entry", s.Conf)
 	}
 	if s.Pod.Name == "" {
 		return fmt.Errorf("pod.name is required: the pod kube-scheduler schedules")
