@@ -144,7 +144,8 @@ type PreemptExpect struct {
 }
 
 type ScheduleExpect struct {
-	// Bind is the node the pod is bound to ("" with Failed: not bound).
+	// Bind is the node the pod is bound to ("": not bound; "*": not checked, as when the bind
+	// after a preemption is a later cycle's, which kube-scheduler's queue may hold back).
 	Bind string `json:"bind,omitempty"`
 	// Failed are texts the pod's FailedScheduling event must contain.
 	Failed []string `json:"failed,omitempty"`

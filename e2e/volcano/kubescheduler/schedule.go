@@ -62,7 +62,9 @@ func RunScheduler(objs *Objects, cfg schedulerapi.Extender, want *ScheduleExpect
 	})
 	client.PrependReactor("delete", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		out.mu.Lock()
-		out.Preempted = append(out.Preempted, action.(clienttesting.DeleteAction).GetName())
+		if name := action.(clienttesting.DeleteAction).GetName(); !contains(out.Preempted, name) {
+			out.Preempted = append(out.Preempted, name) // a victim deleted again is the same victim
+		}
 		out.mu.Unlock()
 		return false, nil, nil // the tracker deletes it; the informers see it go
 	})
@@ -101,7 +103,7 @@ func RunScheduler(objs *Objects, cfg schedulerapi.Extender, want *ScheduleExpect
 	for time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		out.mu.Lock()
-		finished := out.Bind != "" || (want != nil && want.Bind == "" && satisfied(&out.ScheduleOutcome, want))
+		finished := out.Bind != "" || (want != nil && (want.Bind == "" || want.Bind == "*") && satisfied(&out.ScheduleOutcome, want))
 		out.mu.Unlock()
 		if finished {
 			time.Sleep(300 * time.Millisecond) // what follows at once (an event after a bind) is part of it
