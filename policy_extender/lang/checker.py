@@ -219,15 +219,15 @@ class Checker:
                     params[param.name] = param
                 elif param.name not in params and param.name not in self.shared:  # its uses: 'any', not unknown
                     self.params.setdefault(file.name, {})[param.name] = ast.Let(param.name, None, param.span)  # type: ignore[arg-type]  # never compiled: an error
-        values = {file: {name: p.default for name, p in params.items()} for file, params in declared.items()}
+        values = {name: {p: param.default for p, param in params.items()} for name, params in declared.items()}
         stems = {_stem(name): name for name in declared}
         for setting in self.settings:
             self.apply_setting(setting, declared, values, stems)
-        for file, params in declared.items():
-            lets = self.params.setdefault(file, {})  # (holding the bad params' stand-ins already)
-            for name, param in params.items():
-                let = ast.Let(name, ast.Literal(values[file][name], param.default_span), param.span)
-                lets[name] = let
+        for name, params in declared.items():
+            lets = self.params.setdefault(name, {})  # (holding the bad params' stand-ins already)
+            for param_name, param in params.items():
+                let = ast.Let(param_name, ast.Literal(values[name][param_name], param.default_span), param.span)
+                lets[param_name] = let
                 self.param_lets.add(id(let))
 
     def bad_param(self, param: ast.Param, params: dict[str, ast.Param]) -> bool:

@@ -53,7 +53,7 @@ def read_values(name: str, text: str) -> list[Setting]:
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         problem = getattr(err, "problem", None) or str(err)
         raise _error(name, text, f"not YAML: {problem}", Span(name, line, column, line, column + 1),
-                     "indent nested keys with spaces; write `policy.param: value` one per line")
+                     "indent nested keys with spaces; write `policy.param: value` one per line") from None
     if root is None:
         return []
     if not isinstance(root, yaml.MappingNode):
