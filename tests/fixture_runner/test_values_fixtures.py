@@ -65,3 +65,13 @@ def test_a_wrong_value_makes_the_cases_errors_pointing_at_both_files(tmp_path):
     assert result.outcome == "ERROR"
     assert ("values.yaml:3:21: error[E310]: 'binpack.resources.nvidia.com/gpu' is a number "
             "(declared at binpack.policy:") in result.message
+
+
+def test_a_policies_list_tests_with_the_values_file_only_when_it_names_it(tmp_path):
+    values = "binpack.resources.nvidia.com/gpu: 0\n"
+    directory = write(tmp_path, values, "named", "{cpu-busy: 87.5, gpu-busy: 12.5}", "[cpu-busy, gpu-busy]")
+    fixtures = directory / "binpack.fixtures.yaml"
+    fixtures.write_text("policies: [binpack.policy, values.yaml]\n" + fixtures.read_text())
+    (directory / "defaults.fixtures.yaml").write_text("policies: [binpack.policy]\n" + textwrap.dedent(
+        FIXTURES % ("not named", "{cpu-busy: 37.5, gpu-busy: 62.5}", "[gpu-busy, cpu-busy]")))
+    assert sorted(outcomes(run_paths([directory]))) == [("named", "PASS", ""), ("not named", "PASS", "")]

@@ -71,3 +71,16 @@ def test_the_version_covers_the_values_file():
                 compile_sources({"a.policy": policy, "values.yaml": "a.w: 2\n"}).version,
                 compile_sources({"a.policy": policy, "values.yaml": "a.w: 3\n"}).version}
     assert len(versions) == 3
+
+
+def test_the_docs_shared_definitions_example_loads_as_two_files():
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).parents[2] / "docs" / "language.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```\n(# pools.policy\n.*?)^```$", doc, flags=re.S | re.M)
+    files = dict(re.findall(r"^# (\S+?\.policy)\b.*?\n(.*?)(?=^# \S+\.policy|\Z)", block, flags=re.S | re.M))
+    assert sorted(files) == ["gpu-only.policy", "pools.policy"]
+    program = lang.compile(files)
+    assert [r.name for r in program.rules] == ["gpu-only"]
+    with pytest.raises(PolicyError):  # the rule's file alone does not know the shared names
+        lang.compile({"gpu-only.policy": files["gpu-only.policy"]})
