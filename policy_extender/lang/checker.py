@@ -217,7 +217,8 @@ class Checker:
             for param in (s for s in file.statements if isinstance(s, ast.Param)):
                 if not self.bad_param(param, params):
                     params[param.name] = param
-                elif param.name not in params and param.name not in self.shared:  # its uses: 'any', not unknown
+                elif param.name not in (*params, *self.shared, *ALL_ROOTS, *schema.SHORTHANDS):
+                    # a param whose default is wrong: its uses read 'any', not 'unknown name'
                     self.params.setdefault(file.name, {})[param.name] = ast.Let(param.name, None, param.span)  # type: ignore[arg-type]  # never compiled: an error
         values = {name: {p: param.default for p, param in params.items()} for name, params in declared.items()}
         stems = {_stem(name): name for name in declared}
