@@ -79,8 +79,8 @@ def build(directory: str, name: str = DEFAULT_NAME, namespace: str | None = None
     from policy_extender.policyset.files import read_snapshot
     snapshot = read_snapshot([directory], SUFFIXES)
     sources = snapshot.sources()
-    if not sources:
-        raise EmptySet(f"{directory}: no policy file ({', '.join('*' + s for s in SUFFIXES)}) directly in "
+    if not any(name.endswith(".policy") for name in sources):
+        raise EmptySet(f"{directory}: no policy file (*.policy) directly in "
                        "it: serve would refuse an empty set; add the policy files, or name the "
                        "directory that holds them")
     policy_set = compile_sources(sources)

@@ -63,10 +63,12 @@ def run(args: argparse.Namespace) -> int:
 def policy_files(paths) -> list[Path]:
     """The files named, and the policy set of each directory named (``policyset.files.set_files``)."""
     from policy_extender.policyset import SUFFIXES  # lazy: commands/__init__
+    from policy_extender.lang.values import is_values_file
     from policy_extender.policyset.files import set_files
     files: list[Path] = []
     for path in map(Path, paths):
-        found = [path / name for name in set_files(str(path), SUFFIXES)] if path.is_dir() else [path]
+        found = [path / name for name in set_files(str(path), SUFFIXES)
+                 if not is_values_file(name)] if path.is_dir() else [path]  # a values file is YAML
         files += [f for f in found if f not in files]
     return files
 

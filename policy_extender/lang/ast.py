@@ -101,7 +101,7 @@ AGGREGATES = ("sum", "count", "any", "all", "min", "max")
 @dataclass(frozen=True)
 class Modifier:
     kind: str  # when reason unresolvable weight normalize permit "if none" audit
-    value: Any  # Expr | Template | number | (lo, hi) | "abstain"/"permit" | None
+    value: Any  # Expr | Template | number or Name | (lo, hi) | "abstain"/"permit" | None
     span: Span
 
 
@@ -119,6 +119,21 @@ class RuleStatement:
 class Let:
     name: str
     expr: Expr
+    span: Span
+    #: ``shared let``: visible to every file of the set, not only its own
+    shared: bool = False
+
+
+@dataclass(frozen=True)
+class Param:
+    """``param NAME: TYPE = DEFAULT``: a typed constant of its file that the set's values file
+    may set (``lang.values``); ``type`` is number, string, bool or map[number]."""
+    name: str
+    type: str
+    default: object  # int | float | str | bool | dict[str, int | float]
+    name_span: Span
+    type_span: Span
+    default_span: Span
     span: Span
 
 
@@ -143,7 +158,7 @@ class Protocol:
     span: Span
 
 
-Statement = Union[RuleStatement, Let, Guard, Audit, Protocol]
+Statement = Union[RuleStatement, Let, Guard, Audit, Protocol, Param]
 
 
 @dataclass(frozen=True)

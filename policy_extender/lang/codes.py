@@ -35,6 +35,9 @@ def _code(code: str, title: str, meaning: str, hint: str) -> str:
 
 E000 = _code("E000", "cannot read", "a policy file or directory cannot be read (a file that is not "
              "UTF-8, say); reported by `check`", "the message says what to fix")
+E001 = _code("E001", "bad values file", "the values file (`values.yaml`) is not YAML, not a mapping "
+             "of parameter keys, sets one key twice, or names a policy file the set does not hold",
+             "keys are POLICY.PARAM (binpack.gpu_weight) or POLICY.MAP.KEY (binpack.resources.nvidia.com/gpu)")
 
 E101 = _code("E101", "syntax error", "the text is not a statement of the language: an unexpected "
              "token, an incomplete statement, `=` for `==`, chained comparisons, a rule name without "
@@ -61,6 +64,14 @@ E204 = _code("E204", "name defined twice", "a `let` of a name already defined, o
 E205 = _code("E205", "key with '-' after a dot", "a map key with `-` written after a dot "
              "(`task.annotations.allow-any-gpu`) reads as a subtraction of names",
              "write the key in brackets: task.annotations[\"allow-any-gpu\"]")
+E206 = _code("E206", "bad parameter", "a `param` of a type the language does not have, "
+             "a name already defined, or a default of another type than the one declared",
+             "a parameter is a number, string, bool or map[number]: param gpu_weight: number = 2")
+E207 = _code("E207", "unknown parameter", "the values file sets a parameter that its policy "
+             "file does not declare", "the message suggests the closest parameter of that file")
+E208 = _code("E208", "shared name defined twice", "two `shared let` of one name (in one file or "
+             "two), or a file's own `let` or `param` that would hide a shared one",
+             "rename one of them: a shared name means one thing in the whole set")
 
 E301 = _code("E301", "wrong operand type", "an operator, a field read or `for` applied to a "
              "value of a type it does not take", "the message says which type was found")
@@ -82,6 +93,11 @@ E308 = _code("E308", "invalid regex", "the pattern of matches() does not compile
              "the message quotes the regex engine's error")
 E309 = _code("E309", "bad index", "`[...]` on a value that cannot be indexed, or with a key of "
              "the wrong type", "maps take strings, lists take numbers")
+E310 = _code("E310", "parameter value of the wrong type", "the values file sets a parameter to "
+             "a value of another type than its `param` declares", "write a value of the declared type")
+E311 = _code("E311", "not a constant", "`weight` or `normalize` given a name that is not a "
+             "number parameter or a shared let of a number literal",
+             "write a number, or declare `param NAME: number = 2` in the file")
 
 E401 = _code("E401", "name not available here", "a name that a rule of this kind does not "
              "have (`node` in an enqueue rule)", "the hint lists the names of that rule kind")

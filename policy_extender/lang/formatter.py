@@ -161,7 +161,13 @@ class Formatter:
         return self.wrap(f"{rule.kind} {name}", rule.expr, 0)
 
     def let(self, let: ast.Let) -> str:
-        return self.wrap(f"let {let.name} = ", let.expr, 0)
+        return self.wrap(f"{'shared ' if let.shared else ''}let {let.name} = ", let.expr, 0)
+
+    def param(self, param: ast.Param) -> str:
+        default = " ".join(self.source_text(param.default_span).split())
+        if isinstance(param.default, dict):
+            default = "{" + ", ".join(f"{_quoted(k)}: {_canonical_number(v)}" for k, v in param.default.items()) + "}"
+        return f"param {param.name}: {param.type} = {default}"
 
     def guard(self, guard: ast.Guard) -> str:
         return self.wrap("when ", guard.expr, 0)
@@ -193,6 +199,8 @@ class Formatter:
     def signed_numbers(self, modifier: ast.Modifier, count: int) -> list[str]:
         """The numbers of a modifier as written (``-1e3``, ``4Gi``), read back from its span."""
         values = list(modifier.value) if count == 2 else [modifier.value]
+        if any(isinstance(v, ast.Name) for v in values):  # a param or shared let: its name
+            return [v.name if isinstance(v, ast.Name) else _canonical_number(v) for v in values]
         text = _STRING_OR_COMMENT.sub(" ", self.source_text(modifier.span))
         written = re.findall(r"(-)?\s*(" + _NUMBER_TEXT.pattern + ")", text)
         if len(written) == count:
@@ -246,7 +254,7 @@ class Formatter:
 
 #: How each statement kind's head line is printed.
 STATEMENTS: dict[type, Callable[..., str]] = {ast.RuleStatement: Formatter.rule, ast.Let: Formatter.let, ast.Guard: Formatter.guard,
-                                             ast.Protocol: Formatter.protocol}
+                                             ast.Protocol: Formatter.protocol, ast.Param: Formatter.param}
 #: How each modifier kind is printed (a new modifier adds one entry here).
 MODIFIERS = {
     "when": Formatter.mod_when, "reason": Formatter.mod_reason, "unresolvable": Formatter.mod_flag,

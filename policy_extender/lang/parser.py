@@ -22,6 +22,8 @@ from policy_extender.lang import ast, codes
 MAX_SOURCE_CHARS = 256 * 1024
 MAX_DEPTH = 100
 MAX_LITERAL = 2**63
+#: The types a ``param`` may declare.
+PARAM_TYPES = ("number", "string", "bool", "map[number]")
 
 _QUANTITY_SUFFIXES = {
     "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
@@ -93,7 +95,7 @@ def parse_file(name: str, source: str) -> ast.PolicyFile:
 #: The newline that ends a statement: the next line starts with neither blank nor '#' (_NL).
 _STATEMENT_BREAK = re.compile(r"\n(?=[^\s#])")
 #: The name a ``let`` that did not parse meant to bind, so that its uses are not reported too.
-_LET_NAME = re.compile(r"let[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
+_LET_NAME = re.compile(r"(?:shared[ \t]+)?(?:let|param)[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def statement_chunks(source: str) -> list[tuple[int, str]]:
@@ -121,7 +123,8 @@ def _recover(name: str, source: str):
             let = _LET_NAME.match(text)
             if let:  # stands for the broken let: its uses are checked as 'any', not 'unknown name'
                 span = loc.span(1, 1, 1, 1 + len(let.group()))
-                statements.append(ast.Let(let.group(1), None, span))  # type: ignore[arg-type]  # never compiled: the file has errors
+                statements.append(ast.Let(let.group(1), None, span,  # type: ignore[arg-type]  # never compiled: the file has errors
+                                          shared=let.group().startswith("shared")))
     error = PolicyError(diagnostics, {name: source})
     error.partial = ast.PolicyFile(name, source, tuple(statements))
     raise error
@@ -279,6 +282,13 @@ def _slip(err, token, text: str, position: int, loc: Locator) -> Diagnostic | No
                           span(at + 1, at + 2), f"write the strings inside a hole in {quotes}: {hole.replace(quote, other)}")
     before = line_text[:column - 1]
     unnamed = _NAME_WITHOUT_COLON.match(before)
+    colon = err.char == ":" if isinstance(err, lark.exceptions.UnexpectedCharacters) else str(token) == ":"
+    if colon and unnamed is not None:  # ':' is a token of `param` statements, a character elsewhere
+        gap = unnamed.start(3) + 1
+        return Diagnostic(codes.E101, f"a space between the rule name '{unnamed.group(2)}' and its ':'",
+                          span(gap, column + 1),
+                          f"write the name and its ':' together: {unnamed.group(1)} {unnamed.group(2)}: "
+                          + line_text[column:].strip())
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
         if err.char == ":" and unnamed is not None:
             gap = unnamed.start(3) + 1
@@ -436,6 +446,37 @@ class Builder(Transformer):
 
     def audit(self, meta, children):
         return ast.Audit(self._span(meta))
+
+    def shared_let(self, meta, children):
+        name, expr = children
+        return ast.Let(str(name), expr, self._span(meta), shared=True)
+
+    def param(self, meta, children):
+        name, type_name, element, default = children
+        type_span = self.loc.of_token(type_name)
+        written = str(type_name)
+        if element is not None:
+            written += f"[{element}]"
+            type_span = Span(type_span.file, type_span.line, type_span.column, type_span.end_line,
+                             self.loc.of_token(element).end_column + 1)
+        if written not in PARAM_TYPES:
+            raise self._error(codes.E206, f"unknown parameter type '{written}'", type_span,
+                              "a parameter is a " + ", ".join(PARAM_TYPES))
+        value = default.value if isinstance(default, ast.Literal) else default
+        default_span = default.span if isinstance(default, ast.Literal) else self._span(meta)
+        return ast.Param(str(name), written, value, self.loc.of_token(name), type_span, default_span,
+                         self._span(meta))
+
+    def param_number(self, meta, children):
+        return ast.Literal(children[0], self._span(meta))
+
+    def map_value(self, meta, children):
+        pairs = [c for c in children if c is not None]
+        keys = [self._unescape(str(k)[1:-1], self.loc.of_token(k)) for k in pairs[0::2]]
+        return ast.Literal(dict(zip(keys, pairs[1::2])), self._span(meta))
+
+    def constant_name(self, meta, children):
+        return ast.Name(str(children[0]), self.loc.of_token(children[0]))
 
     def protocol(self, meta, children):
         return ast.Protocol(tuple(str(t) for t in children), tuple(self.loc.of_token(t) for t in children),

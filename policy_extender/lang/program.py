@@ -9,6 +9,7 @@ from policy_extender.errors import PolicyError
 from policy_extender.lang.checker import Checked, check
 from policy_extender.lang.compiler import CompiledRule, compile_rules
 from policy_extender.lang.parser import parse_file
+from policy_extender.lang.values import Setting, is_values_file, read_values
 
 
 class Program(NamedTuple):
@@ -17,10 +18,17 @@ class Program(NamedTuple):
 
 
 def compile(sources: dict[str, str]) -> Program:
-    """All or nothing: every file parsed, the statements that parsed checked even when others
+    """All or nothing: every file parsed (a values file read: ``lang.values``), the statements that parsed checked even when others
     did not (so every error is reported at once), then compiled."""
     files, diagnostics = [], []
+    settings: list[Setting] = []
     for name in sorted(sources):
+        if is_values_file(name):  # the values of the set's parameters (lang.values)
+            try:
+                settings += read_values(name, sources[name])
+            except PolicyError as err:
+                diagnostics.extend(err.diagnostics)
+            continue
         try:
             files.append(parse_file(name, sources[name]))
         except PolicyError as err:
@@ -29,9 +37,12 @@ def compile(sources: dict[str, str]) -> Program:
                 files.append(err.partial)
     if diagnostics:
         try:
-            check(files)
+            check(files, settings)
         except PolicyError as err:
             diagnostics.extend(err.diagnostics)
         raise PolicyError(diagnostics, sources)
-    checked = check(files)
+    try:
+        checked = check(files, settings)
+    except PolicyError as err:  # with the values files' text, for their excerpts
+        raise PolicyError(err.diagnostics, sources) from None
     return Program(checked, compile_rules(checked))

@@ -8,10 +8,12 @@ from policy_extender import lang
 from policy_extender.decide.policy_set import PolicySet
 from policy_extender.errors import Diagnostic, PolicyError, Span
 from policy_extender.lang import codes
+from policy_extender.lang.values import VALUES_SUFFIX
 from policy_extender.policyset.files import DuplicateFile, read_snapshot, version_of
 
-#: The files of a policy directory that are policies.
-SUFFIXES = (".policy",)
+#: The files of a policy directory that make its set: the policies, and the values of their
+#: parameters (``values.yaml``: lang.values), so a changed value is a new version of the set.
+SUFFIXES = (".policy", VALUES_SUFFIX)
 
 
 def compile_sources(sources: dict[str, str]) -> PolicySet:

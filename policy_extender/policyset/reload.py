@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from policy_extender.policyset.compile import compile_sources
+from policy_extender.policyset.compile import SUFFIXES, compile_sources
 from policy_extender.policyset.files import ConcurrentUpdate, ReadError, read_snapshot
 from policy_extender.policyset.watch import DirectoryWatcher
 
@@ -40,7 +40,7 @@ log = logging.getLogger("policy_extender.reload")
 
 DEFAULT_DIRS = ("policies",)
 DEFAULT_INTERVAL = 5.0
-DEFAULT_SUFFIXES = (".policy",)
+DEFAULT_SUFFIXES = SUFFIXES
 #: After an inotify event, wait this long so a burst of events (a kubelet update) is read once.
 SETTLE_SECONDS = 0.05
 
@@ -215,7 +215,7 @@ class PolicyReloader:
             return self._load(snapshot)
 
     def _load(self, snapshot) -> bool:
-        if not snapshot.files and not self._allow_empty:
+        if not any(name.endswith(".policy") for name in snapshot.files) and not self._allow_empty:
             return self._fail(snapshot.digest, (self._empty_set_error(),))
         try:
             policy_set = self._compile(snapshot.sources())
@@ -234,7 +234,7 @@ class PolicyReloader:
         return True
 
     def _empty_set_error(self) -> str:
-        patterns = ", ".join(f"*{suffix}" for suffix in self._suffixes)
+        patterns = ", ".join(f"*{suffix}" for suffix in self._suffixes if suffix.endswith(".policy"))  # values alone are no set
         return (f"{', '.join(self._dirs)}: no policy file ({patterns}) in the policy set: an empty set would "
                 "let every node fit and decide nothing, so it is not loaded. Is the ConfigMap mounted with "
                 "the right keys, and policy_dirs spelled right? If an empty set is intended, set "

@@ -206,3 +206,24 @@ def test_the_victim_if_none_modifier_is_printed_in_its_canonical_place():
     formatted = format_source("keep.policy", text)
     assert formatted == "victim keep: evictee.priority < evictor.priority\n    if none abstain\n"
     assert_formats_faithfully("keep.policy", text)
+
+
+@pytest.mark.slow
+def test_shared_lets_params_and_named_weights_keep_their_statements(tmp_path):
+    """``shared let``, ``param`` and a ``weight``/``normalize`` naming a param are printed as
+    such (not as a plain let, not lost), canonically, and the file and its values still load."""
+    from policy_extender import lang
+    from policy_extender.policyset import read_sources
+    text = ("shared  let zone = 'a'\nparam   w : number = -2\nparam m: map[number] = { \"a\": 1,\n    \"b\": 2 }\n"
+            "score s: m['a'] * w\n    weight   w\n    normalize 0 to  w\nfilter f: task.name == zone\n")
+    formatted = format_source("a.policy", text)
+    assert formatted == ("shared let zone = 'a'\nparam w: number = -2\nparam m: map[number] = {\"a\": 1, \"b\": 2}\n"
+                         "score s: m['a'] * w\n    weight w\n    normalize 0 to w\nfilter f: task.name == zone\n")
+    assert_formats_faithfully("a.policy", text)
+    (tmp_path / "a.policy").write_text(formatted)
+    (tmp_path / "values.yaml").write_text("a.w: 3\n")
+    done = cli(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "fmt: 1 policy file: 0 reformatted, 1 already formatted\n"  # values.yaml is no policy
+    (score,) = [r for r in lang.compile(read_sources([tmp_path])).rules if r.name == "s"]
+    assert (score.weight, score.normalize) == (3, (0, 3))
