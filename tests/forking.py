@@ -30,10 +30,11 @@ def in_forked_child(run, deadline: float = DEADLINE_SECONDS) -> str:
     os.close(write)
     threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     chunks = []
+    waiting = select.poll()  # not select.select: it cannot take a descriptor above 1023, and a
+    waiting.register(read, select.POLLIN)  # whole suite's run holds more than that open by then
     try:
         while True:
-            ready, _, _ = select.select([read], [], [], deadline)
-            if not ready:
+            if not waiting.poll(deadline * 1000):
                 os.kill(child, signal.SIGKILL)
                 raise AssertionError(f"the forked child gave no answer in {deadline:.0f} s (a deadlock?); "
                                      f"threads of the parent at the fork: {threads}")
