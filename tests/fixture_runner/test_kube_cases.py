@@ -234,10 +234,12 @@ def test_coverage_counts_each_schedulers_outcomes_per_rule(tmp_path):
     assert "    not exercised by volcano: volcano.policy:1:1 filter gpu-nodes" in text
 
 
-def test_the_shipped_maintenance_policy_is_tested_for_both_schedulers():
-    run = run_paths([REPO / "policies" / "maintenance.fixtures.yaml"])
+def test_the_shipped_policies_that_serve_kube_scheduler_are_tested_for_both_schedulers():
+    for name in ("maintenance.fixtures.yaml", "a100-only.fixtures.yaml"):
+        alone = run_paths([REPO / "policies" / name])
+        assert {r.case.protocol for r in alone.results} == {"volcano", kube.PROTOCOL}, name
+    run = run_paths([REPO / "policies" / "maintenance.fixtures.yaml", REPO / "policies" / "a100-only.fixtures.yaml"])
     assert run.results and all(r.ok for r in run.results), [(r.case.name, r.message) for r in run.results if not r.ok]
-    assert {r.case.protocol for r in run.results} == {"volcano", kube.PROTOCOL}
     figures = run.coverage.report()["per_protocol"]
     assert figures["kube-scheduler"]["never_exercised"] == []
 
