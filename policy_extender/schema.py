@@ -107,7 +107,7 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("used", "resources", "used resources", _RES),
         Field("releasing", "resources", "resources being released", _RES),
         Field("pipelined", "resources", "resources pipelined to waiting tasks", _RES),
-        Field("tasks", "list[task]", "the tasks (pods) on the node"),
+        Field("tasks", "list[task]", "the tasks (pods) on the node, this cycle's placements included (Volcano adds a task to its node when it allocates it, and keeps an evicted one there as Releasing): do not add session.allocations to them"),
     ),
     "job": _fields(
         Field("uid", "string", "job UID"),

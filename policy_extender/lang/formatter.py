@@ -381,5 +381,11 @@ def shape(node):
     if hasattr(node, "__dataclass_fields__") and not isinstance(node, Span):
         return (type(node).__name__,) + tuple(
             (f.name, shape(getattr(node, f.name))) for f in fields(node)
-            if not isinstance(getattr(node, f.name), Span))
+            if not _spans(getattr(node, f.name)))
     return node
+
+
+def _spans(value) -> bool:
+    """A span, or a tuple of them (``Protocol.name_spans``): where, not what."""
+    return isinstance(value, Span) or (isinstance(value, tuple) and bool(value)
+                                       and all(isinstance(v, Span) for v in value))

@@ -304,6 +304,16 @@ def _slip(err, token, text: str, position: int, loc: Locator) -> Diagnostic | No
                               span(column, column + len(operator)),
                               "the logical operators are the words and, or, not: a and not (b or c)")
         return None
+    word = str(token) if token is not None else ""
+    if word == "for" and before.count("[") > before.count("]"):
+        return Diagnostic(codes.E101, "there are no list comprehensions ('[x for x in list]')", span(column, column + 3),
+                          "aggregate over the list instead: count(t for t in node.tasks if t.job_id == task.job_id), "
+                          "sum(...), min(...), max(...), any(...), all(...)")
+    if word == "where":
+        return Diagnostic(codes.E101, "there is no 'where': an aggregate's condition follows 'if'",
+                          span(column, column + 5),
+                          "write count(n for n in cluster.nodes if n.ready): the variable, 'for', 'in' the list, "
+                          "'if' the condition")
     if token is None or token.type != "NAME":
         return None
     if unnamed is not None:
