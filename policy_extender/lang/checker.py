@@ -617,7 +617,21 @@ class Checker:
             return self.object_field(node, obj, scope)
         if types.loose(t):
             return Typed("any")
-        return self.error(codes.E301, f"{types.describe(t)} has no fields (reading '.{node.name}')", node.name_span)
+        return self.error(codes.E301, f"{types.describe(t)} has no fields (reading '.{node.name}')", node.name_span,
+                          self.dotted_key_hint(node))
+
+    def dotted_key_hint(self, node: ast.FieldAccess) -> str | None:
+        """``task.annotations.scheduling.example.com/allow``: a map key with dots written after a
+        dot; the hint writes the whole key in brackets."""
+        key_of = node.obj
+        if not isinstance(key_of, ast.FieldAccess) or not types.is_map(self.types.get(id(key_of.obj), "")):
+            return None
+        span = key_of.name_span
+        line = self.sources.get(span.file, "").split("\n")[span.line - 1] if span.file in self.sources else ""
+        key = re.match(r"[A-Za-z0-9_./-]+", line[span.column - 1:])
+        if key is None:
+            return None
+        return f'a key with dots is written in brackets: {self.text(key_of.obj.span)}["{key.group()}"]'
 
     def object_field(self, node: ast.FieldAccess, obj: Typed, scope: Scope) -> Typed:
         f = schema.field(obj.type, node.name)
