@@ -86,8 +86,9 @@ def compact_node(node: KubeNodeView) -> dict:
 
 
 def _set(fields: dict) -> dict:
-    """Without the fields left at their compact defaults (empty, zero, false), but ``ready``."""
-    return {key: value for key, value in fields.items() if key == "ready" and value is False or value}
+    """Without the fields left at their compact defaults (empty, zero, false; ``ready`` is true
+    unless said)."""
+    return {key: value for key, value in fields.items() if value or (key == "ready" and value is False)}
 
 
 def _fields(view: View, kind: str) -> dict:
