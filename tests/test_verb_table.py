@@ -16,7 +16,7 @@ from policy_extender.decide import handlers, kube_table, observe, table, tallyin
 from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import DECIDING, SHAPES, VERB_KINDS, VERBS, Verb
 from policy_extender.verb_names import kube_scheduler
-from policy_extender.fixture_runner import bodies
+from policy_extender.fixture_runner import bodies, kube as kube_cases, model
 from policy_extender.wire import compact
 
 PACKAGE = Path(__file__).resolve().parent.parent / "policy_extender"
@@ -75,6 +75,19 @@ def test_each_table_serves_its_protocol_under_kinds_no_other_table_has(protocol)
     others = {name for other, table_verbs in TABLES.items() if other != protocol for name in table_verbs}
     assert not set(verbs) & others
     assert set(kube_table.KUBE_VERBS) == set(kube_scheduler.VERB_KINDS) and kube_table.DECIDING == kube_scheduler.VERB_KINDS
+
+
+@pytest.mark.parametrize("protocol", TABLES)
+def test_a_fixture_case_takes_its_inputs_body_and_expectations_from_the_table(protocol):
+    """One source of truth: what a case of a decision gives and may expect is its entry's."""
+    decisions, builders = {"volcano": (model.DECISIONS, bodies.COMPACT_BODIES),
+                           "kube-scheduler": (kube_cases.DECISIONS, kube_cases.BODIES)}[protocol]
+    entries = {verb.decision: verb for verb in TABLES[protocol].values() if verb.decide is not None}
+    assert set(decisions) == set(entries)
+    for name, verb in entries.items():
+        assert (decisions[name].verb, decisions[name].compact_inputs) == (verb.name, verb.inputs), name
+        assert decisions[name].expect_keys == verb.expect | {"audit"}, name
+        assert builders[name] == (verb.compact, verb.inputs), name
 
 
 def test_a_kube_scheduler_verb_answers_its_errors_in_go_keys():

@@ -15,6 +15,11 @@ How the rules map onto kube-scheduler's answers (docs/kube-scheduler.md):
 * preempt: per node, the set's ``victims(preemptable, evictor=the pod, evictees=that node's
   victims)``: Permit -> those victims; Abstain (no rule applied) -> every victim kube-scheduler
   proposed; a node with none left is left out of the answer.
+
+An entry's ``inputs``, ``compact`` and ``expect`` are what a ``protocol: kube-scheduler`` fixture
+case gives and may expect (``fixture_runner/kube.py`` reads them): a filter case is one ``node``,
+as Volcano's, and may also expect ``unresolvable`` and, for a raw body of several nodes, ``nodes``;
+a preempt case expects its ``victims`` (kube-scheduler's answer has no status).
 """
 
 from __future__ import annotations
@@ -92,8 +97,8 @@ KUBE_VERBS: dict[str, Verb] = {v.name: v for v in (
     Verb(names.FILTER, kube.decode_extender_args, decide=filter_nodes,
          encode=lambda d, r: kube_encode.filter_result(d.kept, d.failed, d.unresolvable, r.sent),
          outcome=lambda d: "", audit=_audit_filter, tally=NodesFilterShape(names.FILTER, "kf"),
-         decision="filter", rule_kinds=("filter",), inputs=("task", "nodes"), compact=compact.extender_args_body,
-         expect=frozenset({"fits", "code", "reason", "rule"}), answer="fit",
+         decision="filter", rule_kinds=("filter",), inputs=("task", "node"), compact=compact.kube_filter_body,
+         expect=frozenset({"fits", "unresolvable", "reason", "rule", "nodes"}), answer="fit",
          protocol=PROTOCOL, error_in_answer=kube_encode.filter_error, error_body=kube_encode.error),
     Verb(names.PRIORITIZE, kube.decode_extender_args, decide=prioritize_nodes,
          encode=lambda d, r: kube_encode.host_priorities(d.scores),
@@ -104,7 +109,7 @@ KUBE_VERBS: dict[str, Verb] = {v.name: v for v in (
     Verb(names.PREEMPT, kube.decode_preemption_args, decide=preempt_nodes, encode=preemption_answer,
          outcome=_preempt_outcome, audit=_audit_preempt, tally=PerNodeVictimsShape(names.PREEMPT, "kv", "ke"),
          decision="preemptable", rule_kinds=_VICTIM_KINDS, inputs=("evictor", "evictees"),
-         compact=compact.preemption_args_body, expect=frozenset({"status", "victims"}), answer="victims",
+         compact=compact.preemption_args_body, expect=frozenset({"victims"}), answer="victims",
          protocol=PROTOCOL, error_body=kube_encode.error),
 )}
 

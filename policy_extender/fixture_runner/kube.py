@@ -24,7 +24,6 @@ import json
 from typing import Any
 
 from policy_extender.decide.kube_table import BY_DECISION, KUBE_VERBS
-from policy_extender.errors import CompactError
 from policy_extender.verb_names import kube_scheduler as names
 from policy_extender.wire.kube import decode_preemption_args
 
@@ -34,17 +33,10 @@ from .model import Decision
 
 PROTOCOL = names.PROTOCOL
 
-#: decision -> the compact inputs of its case (a filter case is one node, as Volcano's)
-INPUTS: dict[str, tuple[str, ...]] = {"filter": ("task", "node"), "score": ("task", "nodes"),
-                                      "preemptable": ("evictor", "evictees")}
-#: decision -> what its ``expect:`` may name (``audit`` as for Volcano's decisions)
-EXPECT: dict[str, frozenset[str]] = {
-    "filter": frozenset({"fits", "unresolvable", "reason", "rule", "nodes", "audit"}),
-    "score": frozenset({"scores", "order", "audit"}),
-    "preemptable": frozenset({"victims", "audit"}),
-}
+#: decision -> its case's decision: the compact inputs and what ``expect:`` may name are the table
+#: entry's (``inputs``, ``expect``; ``audit`` as for Volcano's decisions)
 DECISIONS: dict[str, Decision] = {
-    name: Decision(name, verb.name, INPUTS[name], EXPECT[name], PROTOCOL) for name, verb in BY_DECISION.items()}
+    name: Decision(name, verb.name, verb.inputs, verb.expect | {"audit"}, PROTOCOL) for name, verb in BY_DECISION.items()}
 #: other names a kube-scheduler case may use for a decision: its verbs' names (their paths) and kinds
 ALIASES: dict[str, str] = {
     **{names.CONFIG_NAMES[verb.name]: verb.decision for verb in KUBE_VERBS.values() if names.CONFIG_NAMES[verb.name] != verb.decision},
@@ -57,20 +49,8 @@ DECISIONS_BY_VERB: dict[str, str] = {verb.name: verb.decision for verb in KUBE_V
 VERB_PATHS: tuple[str, ...] = tuple(names.CONFIG_NAMES[verb] for verb in KUBE_VERBS)
 
 
-def _filter_body(task, node) -> dict:
-    """The filter's ``ExtenderArgs`` of the case's one node (a problem in it named at ``node``)."""
-    try:
-        return BY_DECISION["filter"].compact(task, [node])  # type: ignore[misc]  # the entry has its builder
-    except CompactError as error:
-        if error.path.startswith("nodes[0]"):
-            raise CompactError("node" + error.path[len("nodes[0]"):], error.message) from None
-        raise
-
-
-#: decision -> the ``wire.compact`` builder of its body and the inputs it takes
-BODIES = {"filter": (_filter_body, INPUTS["filter"]),
-          "score": (BY_DECISION["score"].compact, INPUTS["score"]),
-          "preemptable": (BY_DECISION["preemptable"].compact, INPUTS["preemptable"])}
+#: decision -> the ``wire.compact`` builder of its body and the inputs it takes (the table entry's)
+BODIES = {name: (verb.compact, verb.inputs) for name, verb in BY_DECISION.items()}
 
 
 class KubeAnswerError(Exception):

@@ -1,5 +1,5 @@
 """Replaying recorded cycles through a candidate policy set, and what would change (docs/replay.md).
-May import fixture_runner, service, policyset, record, decide, wire and verb_names; never web or commands.
+May import fixture_runner, service, policyset, record, decide, wire, verb_names, schema and errors; never web or commands.
 
-Modules: ``reading``, ``engine``, ``comparison``, ``diff``, ``report``, ``to_fixtures``.
+Modules: ``reading``, ``engine``, ``comparison``, ``diff``, ``report``, ``to_fixtures``, ``kube_cases``.
 """

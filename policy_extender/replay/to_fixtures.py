@@ -10,6 +10,11 @@ Layout under OUT, per cycle::
 A case's session is the open body plus the allocations in effect when the call was made
 (allocateFunc minus deallocateFunc so far), written as compact tasks (the fixture format takes
 compact allocations); the runner sends them as Volcano did.
+
+kube-scheduler's calls (recorded in the no-session pseudo-cycles, beside Volcano's) become
+``protocol: kube-scheduler`` cases: a compact ``input`` where the recorded body allows
+(``kube_cases``), its ``body_file`` otherwise, expecting what kube-scheduler reads off the answer
+(``fixture_runner.kube.actual``); a filter answer carrying ``Error`` makes no case.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import Any
 import orjson
 import yaml
 
+from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import DECIDING
+from policy_extender.fixture_runner import kube
 from policy_extender.fixture_runner.model import DECISION_ALIASES, DECISIONS
 from policy_extender.fixture_runner.outcome import actual
 from policy_extender.record.frames import Problem
@@ -32,6 +39,7 @@ from policy_extender.wire.paths import PLAIN_SCALARS
 
 from .diff import subject_of
 from .engine import Replayer
+from .kube_cases import compact_input
 from .reading import RecordedCall, RecordedCycle, read_cycles
 
 
@@ -73,6 +81,11 @@ def _cases(cycle: RecordedCycle, replayer: Replayer, out: str, keyword: str | No
         if call.verb == ON_SESSION_OPEN:
             open_file = _write_body(out, cycle, "open.json", call.request)
         _track(call, allocations)
+        if call.verb in KUBE_VERBS and replayed.answer.status == 200 and _chosen(call, keyword):
+            case = _kube_case(replayed.index, call, replayer, replayed.answer.body, out, cycle)
+            if case is not None:
+                yield case
+            continue
         if call.verb not in DECIDING or replayed.answer.status != 200 or not _chosen(call, keyword):
             continue
         body_file = _write_body(out, cycle, f"{replayed.index:04d}-{call.verb}.json", call.request)
@@ -135,6 +148,48 @@ def _case(index: int, call: RecordedCall, replayer: Replayer, response: bytes, b
         case["session"] = {"body_file": open_file, "allocations": allocations}
     case["expect"] = expectation(name, outcome)
     return case
+
+
+def _kube_case(index: int, call: RecordedCall, replayer: Replayer, response: bytes, out: str,
+               cycle: RecordedCycle) -> dict | None:
+    """A kube-scheduler call's case, or None when the answer is an error (its filter's ``Error``)."""
+    verb = KUBE_VERBS[call.verb]
+    try:
+        outcome = kube.actual(verb.decision, replayer.decision(call.verb, call.request), orjson.loads(response),
+                              call.request)
+    except kube.KubeAnswerError:
+        return None
+    subject = subject_of(call.verb, call.request)
+    case: dict[str, Any] = {"name": f"#{index} {call.verb} {subject.name}" + (f" on {subject.node}" if subject.node else ""),
+                            "note": f"recorded at {call.where}", "protocol": kube.PROTOCOL, "decision": verb.decision}
+    compact = compact_input(verb, call.request)
+    if compact is not None:
+        case["input"] = compact
+    else:
+        case["body_file"] = _write_body(out, cycle, f"{index:04d}-{call.verb}.json", call.request)
+    case["expect"] = kube_expectation(verb.decision, outcome)
+    return case
+
+
+def kube_expectation(name: str, outcome: dict) -> dict:
+    """A kube-scheduler case's ``expect:``: a filter's per node when its body sends several (the
+    outcome has no one node's ``fits``), scores without their order (ties), victims by name."""
+    if name == "preemptable":
+        return {"victims": outcome["victims"]}
+    if name == "score":
+        return {"scores": outcome["scores"]}
+    if "fits" not in outcome:
+        return {"nodes": {node: _kube_node_expect(each) for node, each in outcome["nodes"].items()}}
+    return _kube_node_expect(outcome)
+
+
+def _kube_node_expect(outcome: dict) -> dict:
+    if outcome["fits"]:
+        return {"fits": True}
+    expect = {"fits": False, "unresolvable": outcome["unresolvable"], "rule": outcome["rule"]}
+    if outcome["reason"]:
+        expect["reason"] = "^" + re.escape(outcome["reason"]) + "$"
+    return _without_none(expect)
 
 
 def expectation(name: str, outcome: dict) -> dict:

@@ -483,6 +483,13 @@ def extender_args_body(task_spec, node_specs) -> dict:
     return {"Pod": kube_pod(task_spec, "task"), "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
 
 
+def kube_filter_body(task_spec, node_spec) -> dict:
+    """kube-scheduler's filter ``ExtenderArgs`` of one node, a fixture case's ``task`` and ``node``
+    (as Volcano's predicate case): a problem in it is named at ``node``."""
+    return {"Pod": kube_pod(task_spec, "task"), "Nodes": {"metadata": {}, "items": [node(node_spec, "node")["Node"]]},
+            "NodeNames": None}
+
+
 #: the node of a compact evictee that names none
 KUBE_VICTIM_NODE = "node-1"
 

@@ -373,3 +373,46 @@ def test_a_reload_changes_both_protocols_answers(tmp_path):
     finally:
         server.stop()
 
+
+
+def test_a_recording_of_both_schedulers_becomes_fixtures_of_both_that_pass(tmp_path):
+    """serve --record over real HTTP, Volcano's cycle and kube-scheduler's calls; replay
+    --to-fixtures writes kube-scheduler's as ``protocol: kube-scheduler`` cases (compact where the
+    body allows, its body_file otherwise), and `policy-extender test` passes on what it wrote."""
+    from policy_extender.cli import main
+    from policy_extender.fixture_runner.results import PASS
+    from policy_extender.fixture_runner.runner import run_paths
+    from tests.replay.conftest import cycle_calls
+    import yaml
+
+    policies = write_policies(tmp_path / "policies", POLICIES)
+    server = Server(tmp_path, policies, extra_args=("--record", str(tmp_path / "recording")))
+    try:
+        server.wait_ready()
+        for verb, data in cycle_calls():
+            assert post(server.port, f"/{verb}", data)[0] == 200, verb
+        one = {**body("filter"), "Nodes": {"metadata": {}, "items": body("filter")["Nodes"]["items"][:1]}}
+        for path, data in ((FILTER, body("filter")), (FILTER, one), (PRIORITIZE, body("prioritize")),
+                           (PREEMPT, body("preempt")),
+                           (FILTER, compact.extender_args_body({"name": "p", "requests": {"gpu": 9}},
+                                                               [{"name": "n1", "allocatable": {"gpu": 8}}]))):
+            call(server.port, path, data)
+    finally:
+        server.stop()
+    out = tmp_path / "fixtures"
+    assert main(["replay", str(tmp_path / "recording"), "--policies", str(policies), "--to-fixtures", str(out)]) == 0
+    cases = [case for file in out.glob("*.fixtures.yaml") for case in yaml.safe_load(file.read_text())["cases"]]
+    kube_cases = [case for case in cases if case.get("protocol") == "kube-scheduler"]
+    assert {case["decision"] for case in kube_cases} == {"filter", "score", "preemptable"}
+    assert {case["decision"] for case in cases if "protocol" not in case} >= {"filter", "score", "preemptable"}
+    compacted = [case for case in kube_cases if "input" in case]
+    assert {"task", "node"} <= set(compacted[0]["input"]) and len(compacted) >= 1
+    assert {"fits": False, "unresolvable": True, "rule": "gpu"}.items() <= next(
+        case["expect"] for case in compacted if case["input"]["node"]["name"] == "n1").items()
+    several = next(case for case in kube_cases if case["decision"] == "filter" and "nodes" in case["expect"])
+    assert "body_file" in several and len(several["expect"]["nodes"]) == len(body("filter")["Nodes"]["items"])
+    results = run_paths([str(out)]).results
+    assert results and all(result.outcome == PASS for result in results), \
+        [(r.case.name, r.outcome, r.message) for r in results if r.outcome != PASS]
+    assert sum(r.case.protocol == "kube-scheduler" for r in results) == len(kube_cases) >= 5
+    assert main(["test", str(out)]) == 0
