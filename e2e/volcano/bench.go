@@ -36,6 +36,8 @@ import (
 
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/plugins/extender"
+
+	"policy-extender/e2e/volcano/internal/harness"
 )
 
 // benchTimeout replaces the shipped conf's extender.httpTimeout (1s): at these sizes the
@@ -93,7 +95,7 @@ type goExtender struct {
 }
 
 func startGoExtender(kind string) (*goExtender, error) {
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +246,7 @@ func RunBench(w io.Writer, release, repo string, command []string, work, sizes s
 	}
 	// As deployed: the tally flushed at its default interval (StartService's 0.05 s is for the
 	// scenarios' /why checks right after a cycle; the later option wins).
-	svc, err := StartService(command, filepath.Join(work, "bench"), map[string]string{"rules.policy": string(rules)},
+	svc, err := harness.StartService(command, filepath.Join(work, "bench"), map[string]string{"rules.policy": string(rules)},
 		[]string{"--volcano-timeout", strings.TrimSuffix(benchTimeout, "s"), "--tally-flush-seconds", "1"})
 	if err != nil {
 		return err

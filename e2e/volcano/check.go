@@ -4,12 +4,13 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 	"volcano.sh/volcano/pkg/scheduler/conf"
+
+	"policy-extender/e2e/volcano/internal/harness"
 )
 
 // Result is one scenario on one release.
@@ -29,21 +30,11 @@ func (r *Result) OK() bool { return r.Err == nil && len(r.Problems) == 0 }
 // Format is the report of one scenario: a line, then each problem with expected and actual.
 func (r *Result) Format() string {
 	var b strings.Builder
-	status := "PASS"
-	if !r.OK() {
-		status = "FAIL"
-	}
-	fmt.Fprintf(&b, "%s  %s (%s)\n", status, r.Scenario.Name, r.Release)
-	if r.Err != nil {
-		fmt.Fprintf(&b, "      error: %v\n", r.Err)
-	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(&b, "      %s\n", strings.ReplaceAll(p, "\n", "\n      "))
-	}
+	harness.WriteHead(&b, r.OK(), r.Scenario.Name, r.Release, r.Err, r.Problems)
 	if r.Calls != nil {
-		fmt.Fprintf(&b, "      calls: %s\n", formatCounts(r.Calls))
+		fmt.Fprintf(&b, "      calls: %s\n", harness.FormatCounts(r.Calls))
 		if len(r.Failed) > 0 {
-			fmt.Fprintf(&b, "      failed calls: %s\n", formatCounts(r.Failed))
+			fmt.Fprintf(&b, "      failed calls: %s\n", harness.FormatCounts(r.Failed))
 		}
 	}
 	return b.String()
@@ -57,12 +48,12 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 		r.Err = err
 		return r
 	}
-	policies, err := s.policyTexts(repo)
+	policies, err := harness.PolicyTexts(repo, s.Policies, s.PolicyFiles)
 	if err != nil {
 		r.Err = err
 		return r
 	}
-	svc, err := StartService(command, work, policies, s.Serve)
+	svc, err := harness.StartService(command, work, policies, s.Serve)
 	if err != nil {
 		r.Err = err
 		return r
@@ -103,26 +94,6 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 		r.Problems = append(r.Problems, "service log:\n"+indent(svc.Log()))
 	}
 	return r
-}
-
-// policyTexts is Policies with the text of each of PolicyFiles added under its base name.
-func (s *Scenario) policyTexts(repo string) (map[string]string, error) {
-	out := map[string]string{}
-	for name, text := range s.Policies {
-		out[name] = text
-	}
-	for _, file := range s.PolicyFiles {
-		text, err := os.ReadFile(filepath.Join(repo, file))
-		if err != nil {
-			return nil, fmt.Errorf("policyFiles: %w", err)
-		}
-		name := filepath.Base(file)
-		if _, taken := out[name]; taken {
-			return nil, fmt.Errorf("policyFiles: %s is also in policies", name)
-		}
-		out[name] = string(text)
-	}
-	return out, nil
 }
 
 func (r *Result) problem(format string, args ...any) {
@@ -178,7 +149,7 @@ func (c CallSpec) String() string {
 }
 
 // checkWhy asks `policy-extender why` about each named object; its text must hold each line.
-func (r *Result) checkWhy(want map[string][]string, svc *Service, command []string) {
+func (r *Result) checkWhy(want map[string][]string, svc *harness.Service, command []string) {
 	if len(want) == 0 {
 		return
 	}

@@ -7,24 +7,18 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 
-	"k8s.io/klog/v2"
+	"policy-extender/e2e/volcano/internal/harness"
 )
 
 func main() {
-	release := flag.String("release", "", "the Volcano release this binary was built with (vX.Y.Z)")
-	repo := flag.String("repo", ".", "the policy-extender repository (its shipped scheduler conf)")
-	scenarios := flag.String("scenarios", "", "scenario directory (default REPO/e2e/volcano/scenarios)")
-	cli := flag.String("cli", "policy-extender", "the policy-extender command")
-	run := flag.String("run", "", "only the scenarios whose name matches this regular expression")
-	work := flag.String("work", "", "directory for the services' policies and logs (default: a temporary one)")
-	verbose := flag.Bool("verbose", false, "print every scenario and Volcano's calls per verb")
+	var f harness.Flags
+	f.Define("e2e-volcano", "Volcano", "e2e/volcano/scenarios",
+		"the policy-extender repository (its shipped scheduler conf)", "print every scenario and Volcano's calls per verb")
 	bench := flag.String("bench", "", "run the cost benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
 	rounds := flag.Int("rounds", 5, "benchmark: cycles timed per variant and size")
 	one := flag.String("one", "", "run only this scenario, in this process (the parent runs each scenario so)")
@@ -45,56 +39,40 @@ func main() {
 	if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
 		os.Stdout = devnull
 	}
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	_ = klogFlags.Set("logtostderr", "false")
-	if os.Getenv("E2E_VOLCANO_KLOG") == "" { // E2E_VOLCANO_KLOG=N: Volcano's log at level N on standard error
-		klog.SetOutput(io.Discard)
-	} else { // a number: that verbosity (E2E_VOLCANO_KLOG=4 shows the actions' reasoning)
-		_ = klogFlags.Set("logtostderr", "true")
-		_ = klogFlags.Set("v", os.Getenv("E2E_VOLCANO_KLOG"))
-	}
+	// E2E_VOLCANO_KLOG=N: Volcano's log at level N on standard error (4 shows the actions' reasoning).
+	harness.QuietKlog("E2E_VOLCANO_KLOG")
 
 	if *benchCycle != "" {
 		url := *benchCycle
 		if url == "none" {
 			url = ""
 		}
-		if err := RunBenchCycle(report, *repo, *benchSize, url); err != nil {
+		if err := RunBenchCycle(report, f.Repo, *benchSize, url); err != nil {
 			fatal(err)
 		}
 		return
 	}
-	if *scenarios == "" {
-		*scenarios = filepath.Join(*repo, "e2e", "volcano", "scenarios")
-	}
-	if *work == "" {
-		dir, err := os.MkdirTemp("", "e2e-volcano-")
-		if err != nil {
-			fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		*work = dir
-	}
-	command := strings.Fields(*cli)
-	if *bench != "" {
-		if err := RunBench(report, *release, *repo, command, *work, *bench, *rounds); err != nil {
-			fatal(err)
-		}
-		return
-	}
-	all, err := LoadScenarios(*scenarios)
+	cleanup, err := f.SetDefaults()
 	if err != nil {
 		fatal(err)
 	}
-	var filter *regexp.Regexp
-	if *run != "" {
-		filter = regexp.MustCompile(*run)
+	defer cleanup()
+	command := f.Command()
+	if *bench != "" {
+		if err := RunBench(report, f.Release, f.Repo, command, f.Work, *bench, *rounds); err != nil {
+			fatal(err)
+		}
+		return
 	}
+	all, err := LoadScenarios(f.Scenarios)
+	if err != nil {
+		fatal(err)
+	}
+	filter := f.Filter()
 	if *one != "" {
 		for _, s := range all {
 			if s.Name == *one {
-				result := RunScenario(s, *release, *repo, command, filepath.Join(*work, s.Name))
+				result := RunScenario(s, f.Release, f.Repo, command, filepath.Join(f.Work, s.Name))
 				fmt.Fprint(report, result.Format())
 				if !result.OK() {
 					os.Exit(1)
@@ -110,7 +88,7 @@ func main() {
 		if filter != nil && !filter.MatchString(s.Name) {
 			continue
 		}
-		if !s.AppliesTo(*release) {
+		if !s.AppliesTo(f.Release) {
 			skipped++
 			continue
 		}
@@ -120,16 +98,16 @@ func main() {
 			passed++
 		}
 		addCalls(verbs, text)
-		if *verbose || !ok {
+		if f.Verbose || !ok {
 			fmt.Fprint(report, text)
 		}
 	}
-	line := fmt.Sprintf("volcano %s: %d scenarios, %d passed", *release, total, passed)
+	line := fmt.Sprintf("volcano %s: %d scenarios, %d passed", f.Release, total, passed)
 	if skipped > 0 {
 		line += fmt.Sprintf(" (%d not for this release)", skipped)
 	}
 	fmt.Fprintln(report, line)
-	fmt.Fprintf(report, "volcano %s: verbs called: %s\n", *release, formatCounts(verbs))
+	fmt.Fprintf(report, "volcano %s: verbs called: %s\n", f.Release, harness.FormatCounts(verbs))
 	if passed != total {
 		os.Exit(1)
 	}

@@ -15,8 +15,6 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 )
@@ -180,18 +178,4 @@ type statusRecorder struct {
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
-}
-
-// formatCounts renders {"predicate": 12, ...} as "predicate 12, ..." sorted by verb.
-func formatCounts(counts map[string]int) string {
-	var verbs []string
-	for v := range counts {
-		verbs = append(verbs, v)
-	}
-	sort.Strings(verbs)
-	var parts []string
-	for _, v := range verbs {
-		parts = append(parts, fmt.Sprintf("%s %d", v, counts[v]))
-	}
-	return strings.Join(parts, ", ")
 }

@@ -5,12 +5,9 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"policy-extender/e2e/volcano/internal/harness"
 )
 
 // Scenario is one scenarios/*.yaml file.
@@ -181,29 +178,10 @@ type CallSpec struct {
 
 // LoadScenarios reads every *.yaml of dir, sorted by name.
 func LoadScenarios(dir string) ([]*Scenario, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(files)
-	var out []*Scenario
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		s := &Scenario{}
-		if err := yaml.UnmarshalStrict(data, s); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		s.File = file
-		s.Name = strings.TrimSuffix(filepath.Base(file), ".yaml")
-		if err := s.validate(); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
+	return harness.LoadScenarios(dir, func(s *Scenario, file, name string) error {
+		s.File, s.Name = file, name
+		return s.validate()
+	})
 }
 
 func (s *Scenario) validate() error {

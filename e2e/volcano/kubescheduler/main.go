@@ -10,55 +10,32 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 
-	"k8s.io/klog/v2"
+	"policy-extender/e2e/volcano/internal/harness"
 )
 
 func main() {
-	release := flag.String("release", "", "the kube-scheduler release this binary was built with (vX.Y.Z)")
-	repo := flag.String("repo", ".", "the policy-extender repository")
-	scenarios := flag.String("scenarios", "", "scenario directory (default REPO/e2e/volcano/kubescheduler/scenarios)")
-	cli := flag.String("cli", "policy-extender", "the policy-extender command")
-	run := flag.String("run", "", "only the scenarios whose name matches this regular expression")
-	work := flag.String("work", "", "directory for the services' policies and logs (default: a temporary one)")
-	verbose := flag.Bool("verbose", false, "print every scenario with every call and answer")
+	var f harness.Flags
+	f.Define("e2e-kube-scheduler", "kube-scheduler", "e2e/volcano/kubescheduler/scenarios",
+		"the policy-extender repository", "print every scenario with every call and answer")
 	flag.Parse()
 
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	_ = klogFlags.Set("logtostderr", "false")
-	if os.Getenv("E2E_KUBE_KLOG") == "" { // E2E_KUBE_KLOG=N: kube-scheduler's log at level N on standard error
-		klog.SetOutput(io.Discard)
-	} else {
-		_ = klogFlags.Set("logtostderr", "true")
-		_ = klogFlags.Set("v", os.Getenv("E2E_KUBE_KLOG"))
-	}
+	// E2E_KUBE_KLOG=N: kube-scheduler's log at level N on standard error.
+	harness.QuietKlog("E2E_KUBE_KLOG")
 
-	if *scenarios == "" {
-		*scenarios = filepath.Join(*repo, "e2e", "volcano", "kubescheduler", "scenarios")
-	}
-	if *work == "" {
-		dir, err := os.MkdirTemp("", "e2e-kube-scheduler-")
-		if err != nil {
-			fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		*work = dir
-	}
-	all, err := LoadScenarios(*scenarios)
+	cleanup, err := f.SetDefaults()
 	if err != nil {
 		fatal(err)
 	}
-	var filter *regexp.Regexp
-	if *run != "" {
-		filter = regexp.MustCompile(*run)
+	defer cleanup()
+	all, err := LoadScenarios(f.Scenarios)
+	if err != nil {
+		fatal(err)
 	}
-	command := strings.Fields(*cli)
+	filter := f.Filter()
+	command := f.Command()
 	total, passed := 0, 0
 	verbs := map[string]int{}
 	for _, s := range all {
@@ -66,19 +43,19 @@ func main() {
 			continue
 		}
 		total++
-		result := RunScenario(s, *release, *repo, command, filepath.Join(*work, s.Name))
+		result := RunScenario(s, f.Release, f.Repo, command, filepath.Join(f.Work, s.Name))
 		if result.OK() {
 			passed++
 		}
 		for _, c := range result.Calls {
 			verbs[c.Verb]++
 		}
-		if *verbose || !result.OK() {
-			fmt.Print(result.Format(*verbose))
+		if f.Verbose || !result.OK() {
+			fmt.Print(result.Format(f.Verbose))
 		}
 	}
-	fmt.Printf("kube-scheduler %s: %d scenarios, %d passed\n", *release, total, passed)
-	fmt.Printf("kube-scheduler %s: verbs called: %s\n", *release, formatCounts(verbs))
+	fmt.Printf("kube-scheduler %s: %d scenarios, %d passed\n", f.Release, total, passed)
+	fmt.Printf("kube-scheduler %s: verbs called: %s\n", f.Release, formatCounts(verbs))
 	if passed != total {
 		os.Exit(1)
 	}

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"policy-extender/e2e/volcano/internal/harness"
 )
 
 // Result is one scenario on one release.
@@ -33,17 +35,7 @@ func (r *Result) OK() bool { return r.Err == nil && len(r.Problems) == 0 }
 // Format is the report of one scenario: a line, then each problem; on failure the calls.
 func (r *Result) Format(verbose bool) string {
 	var b strings.Builder
-	status := "PASS"
-	if !r.OK() {
-		status = "FAIL"
-	}
-	fmt.Fprintf(&b, "%s  %s (kube-scheduler %s)\n", status, r.Scenario.Name, r.Release)
-	if r.Err != nil {
-		fmt.Fprintf(&b, "      error: %v\n", r.Err)
-	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(&b, "      %s\n", strings.ReplaceAll(p, "\n", "\n      "))
-	}
+	harness.WriteHead(&b, r.OK(), r.Scenario.Name, "kube-scheduler "+r.Release, r.Err, r.Problems)
 	if o := r.Outcome; o != nil && (verbose || !r.OK()) {
 		fmt.Fprintf(&b, "      scheduled: bound to %q, preempted %v, nominated %q\n", o.Bind, o.Preempted, o.Nominated)
 		for _, e := range o.Failed {
@@ -74,16 +66,7 @@ func formatCounts(counts map[string]int) string {
 	if len(counts) == 0 {
 		return "none"
 	}
-	var verbs []string
-	for v := range counts {
-		verbs = append(verbs, v)
-	}
-	sort.Strings(verbs)
-	var parts []string
-	for _, v := range verbs {
-		parts = append(parts, fmt.Sprintf("%s %d", v, counts[v]))
-	}
-	return strings.Join(parts, ", ")
+	return harness.FormatCounts(counts)
 }
 
 // RunScenario runs one scenario against a fresh service in workDir.
@@ -98,7 +81,12 @@ func RunScenario(s *Scenario, release, repo string, command []string, workDir st
 		r.Err = err
 		return r
 	}
-	svc, err := StartService(command, repo, workDir, s)
+	policies, err := harness.PolicyTexts(repo, s.Policies, s.PolicyFiles)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	svc, err := harness.StartService(command, workDir, policies, nil)
 	if err != nil {
 		r.Err = err
 		return r

@@ -1,4 +1,10 @@
-package main
+// Package harness is what the two e2e harnesses share: the Volcano scheduler's (e2e/volcano)
+// and kube-scheduler's (e2e/volcano/kubescheduler). It starts and stops a real
+// `policy-extender serve`, reads scenario files, defines the common command-line flags and
+// prints the common parts of a scenario's report. It imports neither Volcano nor kube-scheduler
+// (only klog, which both log through), so it builds with every release's module graph
+// (e2e/volcano/releases/*.mod).
+package harness
 
 // The service under test: a real `policy-extender serve` (gunicorn, 2 workers) on loopback with
 // the scenario's policies, started per scenario and stopped after it.
@@ -23,8 +29,8 @@ type Service struct {
 	log    *os.File
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free loopback port.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -33,7 +39,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// StartService writes the policies into workDir/policies and starts the service on them.
+// StartService writes the policies (file name -> text) into workDir/policies and starts the
+// service on them, with extra options after the harness's own (the later option wins).
 func StartService(command []string, workDir string, policies map[string]string, extra []string) (*Service, error) {
 	policyDir := filepath.Join(workDir, "policies")
 	if err := os.MkdirAll(policyDir, 0o755); err != nil {
@@ -44,7 +51,7 @@ func StartService(command []string, workDir string, policies map[string]string, 
 			return nil, err
 		}
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +81,9 @@ func StartService(command []string, workDir string, policies map[string]string, 
 func (s *Service) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
+		if s.cmd.ProcessState != nil {
+			return fmt.Errorf("policy-extender serve exited")
+		}
 		resp, err := http.Get(s.URL + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -88,7 +98,7 @@ func (s *Service) waitReady(limit time.Duration) error {
 
 // Kill ends the service at once, every process of its group (a crash, not a shutdown).
 func (s *Service) Kill() {
-	if s.cmd.Process == nil {
+	if s.cmd.Process == nil || s.cmd.ProcessState != nil {
 		return
 	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
@@ -123,7 +133,7 @@ func (s *Service) Log() string {
 	return text
 }
 
-// Why runs `policy-extender why KIND NAME` against the service and returns its text.
+// Why runs `policy-extender why NAME` against the service and returns its text.
 func (s *Service) Why(command []string, name string) (string, error) {
 	args := append(append([]string{}, command[1:]...), "why", name, "--url", s.URL)
 	out, err := exec.Command(command[0], args...).CombinedOutput()
