@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -11,6 +13,8 @@ import pytest
 
 from bench.kube_scheduler import KUBE_POLICY_DIR, SAMPLES, KubeBodies, write_samples
 from policy_extender.policyset import load_directories
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +81,18 @@ def test_the_benchmark_policy_serves_kube_scheduler_only():
     assert policy_set.for_protocol("kube-scheduler").kinds == {"filter", "score"}
     assert policy_set.for_protocol("volcano").kinds == frozenset()
     assert Path(KUBE_POLICY_DIR, "nodes.policy").read_text().startswith("#")
+
+
+@pytest.mark.slow
+def test_a_quick_kube_run_serves_every_call_and_says_what_the_service_answered(tmp_path):
+    out = tmp_path / "rows.json"
+    run = subprocess.run([sys.executable, "-m", "bench", "kube-filter-100", "kube-prioritize-100", "--quick",
+                          "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = [r for r in json.loads(out.read_text())["rows"] if r.get("server")]
+    assert {(r["scenario"], r["server"]) for r in rows} == {
+        (f"kube-{verb}-100", server) for verb in ("filter", "prioritize") for server in ("bare", "service")}
+    for row in rows:
+        assert row["errors"] == 0 and row["n"] > 0 and row["nodes"] == 6, row
+    assert "the service's answer: HTTP 200, 2 nodes fit, 0 failed, 4 failed unresolvably, Error ''" in run.stdout
+    assert "the service's answer: HTTP 200, 6 scores" in run.stdout

@@ -10,6 +10,7 @@ set and base config; the Go harness (e2e) loads it with kube-scheduler's own dec
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -325,3 +326,53 @@ def test_cli_prints_the_entry_with_notes_and_exits_2_on_errors(tmp_path):
     assert missing.returncode == 2 and "cannot read" in missing.stderr
     merged = cli(str(directory), "--merge", "-", stdin=BASE)
     assert merged.returncode == 0 and merged.stdout.startswith(BASE.split("# end")[0])
+
+
+@pytest.mark.slow
+def test_the_entry_reaches_the_routes_a_serve_with_that_config_answers(tmp_path):
+    """kube-scheduler's URL is urlPrefix + "/" + verb (extender.go send): with the entry this command
+    prints for a serve config (a renamed prefix and verb), each verb reaches that serve's route."""
+    import http.client
+    import os
+    import signal
+    from urllib.parse import urlsplit
+
+    from tests.ops.test_image import free_port
+    from tests.ops.test_serve import wait_ready
+
+    port = free_port()
+    config = tmp_path / "serve.yaml"
+    config.write_text(f"bind: 127.0.0.1:{port}\nworkers: 1\nthreads: 2\npolicy_dirs: [{SAMPLES / 'policies'}]\n"
+                      f"kube_scheduler_prefix: /sched/\nkube_scheduler_verbs: {{filter: policyFilter}}\n"
+                      f"session_store: sqlite:{tmp_path / 'sessions.sqlite'}\nreload_interval: 0\n")
+    done = cli("--config", str(config))
+    assert done.returncode == 0, done.stderr
+    (entry,) = strictly_loaded("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                               + done.stdout)
+    assert entry["urlPrefix"] == f"http://127.0.0.1:{port}/sched" and entry["filterVerb"] == "policyFilter"
+    stderr = tmp_path / "stderr"
+    process = subprocess.Popen([sys.executable, "-m", "policy_extender", "serve", "--config", str(config)], cwd=ROOT,
+                               env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)},
+                               stdout=subprocess.DEVNULL, stderr=open(stderr, "wb"))
+    try:
+        wait_ready(port, process, stderr)
+        base = urlsplit(entry["urlPrefix"])
+        answers = {}
+        for verb, sample in (("filterVerb", "filter"), ("prioritizeVerb", "prioritize"), ("preemptVerb", "preempt")):
+            connection = http.client.HTTPConnection(base.hostname, base.port, timeout=30)
+            connection.request("POST", base.path.rstrip("/") + "/" + entry[verb],
+                               (ROOT / "samples" / "kube-scheduler" / f"{sample}.json").read_bytes(),
+                               {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            answers[sample] = (response.status, json.loads(response.read()))
+            connection.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    assert answers["filter"][0] == 200 and answers["filter"][1]["Error"] == "", answers
+    assert answers["prioritize"][0] == 200 and {e["Host"] for e in answers["prioritize"][1]} == {
+        n["metadata"]["name"] for n in json.loads((ROOT / "samples/kube-scheduler/prioritize.json").read_text())["Nodes"]["items"]}
+    assert answers["preempt"][0] == 200 and "NodeNameToMetaVictims" in answers["preempt"][1], answers
