@@ -298,11 +298,19 @@ class Config:
                                  "connection); a slower client is answered 408 and disconnected. "
                                  "Until a request is whole, the worker's event loop receives it and "
                                  "no thread waits for it, so clients that send slowly cannot hold the "
-                                 "threads that answer Volcano (a body over 1 MiB goes to a thread "
-                                 "once its first 64 KiB arrived, under the same deadline). 0: no deadline for a "
-                                 "body a thread receives; the event loop still closes a request not "
-                                 "whole after 120 s.",
+                                 "threads that answer Volcano, however large the body (`body_memory` "
+                                 "bounds what the bodies arriving hold). 0: the event loop closes a "
+                                 "request not whole after 120 s.",
                                  parse_float)
+    body_memory: int = option(512 * MIB, "Bytes of requests a worker holds while they arrive (> 0): "
+                              "every request is received whole by the worker's event loop before a "
+                              "thread takes it, and the bytes received so far of those not yet whole "
+                              "count here. Beyond it the one that made no progress longest is closed "
+                              "(503), so clients that send part of a large body and stall cost memory "
+                              "up to this bound, never a thread; a body larger than this is refused "
+                              "(413). Keep it at least the largest onSessionOpen the scheduler sends, "
+                              "and workers x (this + ~150 MiB) under the pod's memory limit "
+                              "(docs/reliability.md, \"Slow and stalled clients\").", parse_size)
     log_level: str = option("info", "debug, info, warning or error.",
                             parse_choice("debug", "info", "warning", "error"))
     log_format: str = option("text", "text or json (one JSON object per line).", parse_choice("text", "json"))

@@ -141,6 +141,8 @@ def _buffer(length: int) -> bytearray | mmap.mmap:
     return mapped
 
 
+#: the buffer a body of ``length`` bytes is received into (the worker's event loop uses it too)
+body_buffer = _buffer
 _HUGE = getattr(mmap, "MADV_HUGEPAGE", None)
 _FREE = getattr(mmap, "MADV_FREE", None)
 _huge_pages = True
@@ -234,8 +236,31 @@ def kept_sizes() -> list[int]:
         return [len(kept) for kept in _kept]
 
 
+#: ``RECEIVED.body``: the body of the request this thread serves when the worker's event loop
+#: received it whole before a thread took the request (``web/worker.py``), else None
+RECEIVED = threading.local()
+
+
+def take_received(length: int) -> bytearray | mmap.mmap | None:
+    """The body the event loop received for this thread's request (once), if it is ``length``
+    bytes; else None."""
+    body = getattr(RECEIVED, "body", None)
+    if body is None or len(body) != length:
+        return None
+    RECEIVED.body = None
+    return body
+
+
 def _read(reader: Any, length: int, deadline: float | None,
           consumer: Consumer | None = None) -> bytes | bytearray | mmap.mmap:
+    received = take_received(length)
+    if received is not None:  # all here already: nothing to wait for, the consumer works through it
+        reader.length = 0
+        if consumer is not None:
+            feed = consumer(received)
+            while feed(length):
+                pass
+        return received
     unreader = reader.unreader
     buffered = unreader.buf.getvalue()
     unreader.buf = io.BytesIO()
