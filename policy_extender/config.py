@@ -183,6 +183,16 @@ def parse_choice(*choices: str) -> Callable[[Any], str]:
     return parse
 
 
+def parse_optional_bind(value: Any) -> str:
+    """``parse_bind``, or empty (off)."""
+    return parse_bind(value) if str(value).strip() else ""
+
+
+def _listener(bind: str) -> str:
+    """What tells two bind addresses' connections apart: the port (HOST:PORT), or the path."""
+    return bind if bind.startswith("unix:") else bind.rsplit(":", 1)[1]
+
+
 def parse_store(value: Any) -> str:
     """A setting of a kind store_url.SCHEMES lists, checked there (a malformed Sentinel address
     fails at start, naming what is wrong); session/factory.py opens it through the same registry."""
@@ -218,6 +228,12 @@ def default_workers() -> int:
 class Config:
     bind: str = option("127.0.0.1:8713", "Address to listen on: HOST:PORT or unix:PATH. The default is "
                        "the sidecar URL Volcano's `extender.urlPrefix` points at.", parse_bind)
+    ops_bind: str = option("", "Address of a second port for everything that is not a verb "
+                           "(`/healthz`, `/readyz`, `/status`, `/metrics`, `/why`): HOST:PORT or "
+                           "unix:PATH. Set, the `bind` port answers the verbs alone and this one the "
+                           "rest alone, so a NetworkPolicy can admit the scheduler to the verbs and "
+                           "Prometheus, the kubelet's probes and people to the rest "
+                           "(docs/security.md, \"Ports\"). Empty: both on `bind`.", parse_optional_bind)
     workers: int = option(default_workers, "gunicorn worker processes.", parse_int, factory=True,
                           shown="the machine's CPU count")
     threads: int = option(4, "Threads per worker (gthread workers: each keeps Volcano's keep-alive "
@@ -379,6 +395,10 @@ class Config:
             raise ConfigError(f"{given} is set but {missing} is not: HTTPS needs both "
                               f"(--certfile CERT.pem --keyfile KEY.pem), plain HTTP neither")
         self._check_paths_are_distinct()
+        if self.ops_bind and _listener(self.ops_bind) == _listener(self.bind):
+            raise ConfigError(f"ops_bind {self.ops_bind!r} is on the bind address's port ({self.bind!r}): give "
+                              "the ops routes a port of their own (such as 0.0.0.0:8714), or leave "
+                              "ops_bind empty to serve them on bind")
 
     def verb_paths(self) -> dict[str, str]:
         """URL path (with ``path_prefix``) -> Volcano verb kind (kube-scheduler's:
