@@ -118,9 +118,10 @@ def test_pipelined_requests_after_a_body_that_came_with_the_headers(server):
 
 def test_a_consumer_is_fed_the_body_the_event_loop_received_then_keep_alive_goes_on(server):
     """``read_from_socket(consumer=...)`` under the service's worker: the body, sent in slices with
-    pauses, is received whole by the worker's event loop before a thread takes the request
-    (``web/worker.py``: a paused body holds no thread), so the consumer is fed all of it at once
-    (``socket_body.RECEIVED``), in a map for a body that size; the connection then serves the next."""
+    pauses, is received by the worker's event loop (``socket_body.RECEIVED``), into a map for a body
+    that size; if it arrived fast for a whole turn the thread takes it early and goes on receiving
+    it, feeding the consumer with counts that only grow, each after those bytes arrived; else the
+    consumer is fed all of it at once. The connection then serves the next."""
     from policy_extender.web.socket_body import MAPPED_FROM
     body = bytes(i % 251 for i in range(MAPPED_FROM + (1 << 20)))
     head = (b"POST /consume HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
@@ -134,7 +135,9 @@ def test_a_consumer_is_fed_the_body_the_event_loop_received_then_keep_alive_goes
         answer = read_response(sock, pending)
         expect(answer, body)
         assert answer["type"] == "mmap"
-        assert answer["feeds"] == [[len(body), True]], answer["feeds"]
+        counts = [count for count, _ in answer["feeds"]]
+        assert counts == sorted(set(counts)) and counts[-1] == len(body), answer["feeds"]
+        assert all(ok for _, ok in answer["feeds"]), "a feed saw bytes that had not arrived"
         sock.sendall(request(b'{"after":1}'))
         expect(read_response(sock, pending), b'{"after":1}')
 

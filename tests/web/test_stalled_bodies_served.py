@@ -2,7 +2,7 @@
 gunicorn of 2 workers x 8 threads (``web/worker.py``).
 
 - 64 clients announce a body over 1 MiB (a 64 MiB prioritize, a 2 MiB one), send part of it and
-  stall; 2,500 more connections (the hoarders) each send a request's headers a byte every 2 s,
+  stall; 8 send 40 MiB of a 100 MiB one fast, then stall; 2,500 more connections (the hoarders) each send a request's headers a byte every 2 s,
   and each one the server closes is replaced by a new one. Meanwhile three whole sessions of a
   real client run: an onSessionOpen and a prioritize over 1 MiB (the samples' bodies with their
   nodes repeated), 16 parallel predicates, an allocation, 16 predicates again, the close. Every
@@ -44,6 +44,7 @@ BODY_MEMORY_MIB = 128
 #: test runs at once, so 5
 HTTP_TIMEOUT = 5.0
 STALLED = 64
+BURSTS = 8
 HOARDERS = 2500
 #: the attack's bound in time, and in connections the hoarders open in all
 ATTACK_SECONDS = 90.0
@@ -113,6 +114,12 @@ class Attack:
         self.answers: dict[bytes, int] = {}
         self.opened = 0
         self.stalled = [self.stall(n) for n in range(stalled)]
+        #: connections that send 40 MiB of a 100 MiB body fast, then stall: each may take one of
+        #: the threads that receive a fast large body early (half of each worker's at most)
+        self.bursts = [socket.create_connection(("127.0.0.1", port)) for _ in range(BURSTS)]
+        self.burst_senders = [threading.Thread(target=self.burst, args=(sock,), daemon=True) for sock in self.bursts]
+        for sender in self.burst_senders:
+            sender.start()
         self.thread = threading.Thread(target=self.run, name="attack", daemon=True)
 
     def stall(self, n: int) -> socket.socket:
@@ -122,6 +129,13 @@ class Attack:
         else:
             sock.sendall(head("prioritize", 2 << 20) + b'{"task":{' + b" " * (64 << 10))
         return sock
+
+    @staticmethod
+    def burst(sock: socket.socket) -> None:
+        try:
+            sock.sendall(head("prioritize", 100 << 20) + b'{"task":{' + b" " * (40 << 20))
+        except OSError:  # closed by the server (body_memory): fine
+            pass
 
     def hoard(self) -> None:
         sock = socket.socket()
@@ -178,8 +192,10 @@ class Attack:
         """No more replacements; every connection closed."""
         self.keep.clear()
         self.thread.join(timeout=ATTACK_SECONDS + 10)
-        for sock in self.stalled:
+        for sock in self.stalled + self.bursts:
             sock.close()
+        for sender in self.burst_senders:
+            sender.join(timeout=10)
 
 
 def raise_open_files(at_least: int) -> None:
@@ -297,9 +313,11 @@ def test_held_bodies_stay_within_body_memory(server):
 
 
 def _still_open(sock: socket.socket) -> bool:
+    """Neither answered nor closed by the server."""
     sock.setblocking(False)
     try:
-        return sock.recv(1, socket.MSG_PEEK) != b""
+        sock.recv(1, socket.MSG_PEEK)  # an answer, or the server's FIN
+        return False
     except BlockingIOError:
         return True
     except OSError:
