@@ -298,7 +298,7 @@ class WholeRequestWorker(ThreadWorker):
             return
         if verdict == REFUSE:
             status, reason = detail
-            self.drop(conn, answer=True, status=status, reason=reason, body_unread=True)
+            self.drop(conn, answer=True, status=status, reason=reason)
             return
         if verdict == CONTINUE:  # the client waits for this before it sends the body
             arrival.data = _without_expect(arrival.data)
@@ -482,8 +482,7 @@ class WholeRequestWorker(ThreadWorker):
                 f"{count} request(s) to keep within {_BOUNDS[why]}" for why, count in evicted.items()))
             self.evicted = dict.fromkeys(self.evicted, 0)
 
-    def drop(self, conn: Any, answer: bool, status: int = 408, reason: str = "",
-             body_unread: bool = False) -> str | None:
+    def drop(self, conn: Any, answer: bool, status: int = 408, reason: str = "") -> str | None:
         """Close a connection whose request did not arrive (or is refused): a 408 first when
         some of it did (its message returned), or ``status`` with ``reason``."""
         arrival = self.arrivals.pop(conn)
@@ -493,7 +492,7 @@ class WholeRequestWorker(ThreadWorker):
         if answer and arrival.data:
             got = len(arrival.data) + arrival.got
             message = _send_error(conn.sock, arrival.data, got, self.timeout_seconds, status, reason)
-            _close_after_answer(conn.sock, drain=not body_unread)
+            _close_after_answer(conn.sock)
             end = arrival.data.find(_HEADERS_END)
             verb = self.verbs.get(_path(arrival.data)) if end >= 0 else None
             if verb is not None:  # counted as the app counts its answers (the request metrics)
@@ -717,12 +716,12 @@ def _send_now(sock: Any, data: bytes) -> None:
         pass
 
 
-def _close_after_answer(sock: Any, drain: bool = True) -> None:
+def _close_after_answer(sock: Any) -> None:
     """The end of our side (FIN after the answer), and the bytes the client sent meanwhile read:
     a socket closed with unread bytes sends a reset, which can cost the client the answer."""
     try:
         sock.shutdown(socket.SHUT_WR)
-        for _ in range(16 if drain else 1):
+        for _ in range(16):
             if not sock.recv(RECV_BYTES):
                 break
     except OSError:  # nothing more there (EAGAIN), or the client is gone

@@ -322,3 +322,37 @@ def _still_open(sock: socket.socket) -> bool:
         return True
     except OSError:
         return False
+
+
+def _exchange(port: int, first: bytes, then: bytes = b"", wait_for: bytes | None = None) -> bytes:
+    """Send ``first``; once ``wait_for`` arrived (if given), ``then``; all the server answers."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(first)
+        answer = b""
+        if wait_for is not None:
+            while wait_for not in answer:
+                answer += sock.recv(65536)
+        if then:
+            sock.sendall(then)
+        sock.shutdown(socket.SHUT_WR)
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_the_event_loop_answers_expect_continue_and_refuses_what_it_will_not_hold(server):
+    body = sample("predicate")
+    answer = _exchange(server.port, head("predicate", len(body))[:-2] + b"Expect: 100-continue\r\n\r\n", body,
+                       wait_for=b"100 Continue\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 "), answer[:200]
+    assert answer.count(b"100 Continue") == 1  # not sent again by the thread
+    refused = {
+        "chunked": (b"POST /predicate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + b"200000\r\n" + b" " * (2 << 20), "a chunked body over 1048576 bytes"),
+        "no verb": (head("status", 2 << 20) + b" " * 1000, "which is no verb"),
+        "body_memory": (head("onSessionOpen", (BODY_MEMORY_MIB + 1) << 20), "is over body_memory"),
+    }
+    for what, (request, says) in refused.items():
+        answer = _exchange(server.port, request)
+        assert answer.startswith(b"HTTP/1.1 413 "), (what, answer[:200])
+        assert says in json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"], (what, answer)
