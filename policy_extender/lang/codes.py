@@ -132,8 +132,9 @@ E502 = _code("E502", "nested too deep", "an expression nested more than 100 leve
              "name parts of it with let")
 E503 = _code("E503", "number literal out of range", "a number literal beyond 2^63",
              "use a smaller number")
-E504 = _code("E504", "regex can backtrack", "a matches() pattern whose repeats can backtrack "
-             "catastrophically or polynomially", "anchor it with ^, bound its repeats ({1,63}) or use fewer of them")
+E504 = _code("E504", "regex needs backtracking", "a matches() pattern with a construct the linear-time "
+             "engine (RE2) does not have: a backreference, a lookahead or lookbehind, an atomic group, a "
+             "possessive quantifier, a conditional group, `\\Z`", "the message says what to write instead")
 E510 = _code("E510", "number out of range", "evaluation produced a number beyond 2^63",
              "the rule errs for this input; bound the arithmetic")
 E511 = _code("E511", "result too long", "evaluation built a string or list longer than 65536",
