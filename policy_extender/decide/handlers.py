@@ -27,6 +27,7 @@ from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import VERBS, Verb
 from policy_extender.decide.tallying import window_head
 from policy_extender.errors import EvalError
+from policy_extender.lang import budget
 from policy_extender.session.store import SessionLost, StoreUnavailable
 from policy_extender.verb_names.volcano import PREDICATE
 from policy_extender.wire import WireError, decode, encode
@@ -40,16 +41,23 @@ Service = Any  # policy_extender.service.Service: config, policies, sessions, se
 NO_SESSION_DECISION = "no_session"
 
 
-def respond(service: Service, kind: str, body: bytes) -> Reply:
+def respond(service: Service, kind: str, body: bytes, deadline: float | None = None) -> Reply:
     """The reply to one verb call's body, errors included: what HTTP, replay and the fixture
     runner all answer. A body that cannot be decoded is a 400, a session lost by the store or
     a store that cannot be reached a 503, a call ``require_session`` refuses a 500 (logged once
     per cycle by session_gaps), and a failure while deciding (an ``EvalError``, a bug) a logged 500, so Volcano's
-    ``extender.ignorable`` decides."""
+    ``extender.ignorable`` decides.
+
+    The call evaluates under one budget (``lang.budget``): ``MAX_WORK`` elements for all its
+    evaluations together (E512), and ``deadline`` (``time.monotonic()``; the web layer gives
+    Volcano's verbs ``volcano_timeout`` after the request began to arrive) past which it stops (E513)."""
+    previous = budget.begin(deadline, service.config.volcano_timeout)
     try:
         return HANDLERS[kind](service, body)
     except Exception as exc:
         return failed(kind, exc)
+    finally:
+        budget.end(previous)
 
 
 def failed(kind: str, exc: Exception) -> Reply:

@@ -15,6 +15,7 @@ from policy_extender.decide.reply import Reply
 from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
 from policy_extender.errors import EvalError
+from policy_extender.lang.budget import current as current_budget
 from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
 from policy_extender.wire import encode
@@ -100,8 +101,8 @@ class PolicySet:
         names = [n.name for n in nodes]
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
-        slots = self.slots
-        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]  # type: ignore[arg-type]  # as above
+        slots, shared = self.slots, current_budget()  # one budget for the call, not one per node (lang/budget.py)
+        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n, budget=shared) for n in nodes]  # type: ignore[arg-type]  # as above
         for rule in self._rules("score"):
             raw = [score(rule, c) for c in contexts]
             if all(v is SKIPPED for v in raw):
@@ -123,8 +124,9 @@ class PolicySet:
         victims: list = []
         reasons, applied = {}, False
         vetoed = False  # a rule without `if none abstain` refused some evictee
+        shared = current_budget()  # one budget for the call, not one per evictee
         for i, evictee in enumerate(evictees):
-            c = Context(env, [None] * self.slots, evictor=evictor, evictee=evictee)
+            c = Context(env, [None] * self.slots, evictor=evictor, evictee=evictee, budget=shared)
             failed = None
             for rule in rules:
                 if failed is not None and (rule.abstain_if_none or victims):

@@ -140,8 +140,14 @@ E510 = _code("E510", "number out of range", "evaluation produced a number beyond
 E511 = _code("E511", "result too long", "evaluation built a string or list longer than 65536",
              "the rule errs for this input; build less")
 E512 = _code("E512", "evaluation too large", "an aggregate over more than 100000 elements, or "
-             "one evaluation visiting more than 1000000 in all",
-             "the rule errs for this input; aggregate over less")
+             "one call visiting more than 1000000 in all (every evaluation of the call together: a "
+             "score rule once per node of a prioritize call)",
+             "the rule errs for this input; aggregate over less (`check` estimates each rule's cost, "
+             "`check --scale` measures it)")
+E513 = _code("E513", "past the scheduler's timeout", "a call still evaluating `volcano_timeout` "
+             "seconds after it began to arrive: Volcano has given up on the answer (its "
+             "`extender.httpTimeout`), so the call stops and answers 500",
+             "make the rules cheaper (`check --scale`), or raise extender.httpTimeout and volcano_timeout together")
 
 W201 = _code("W201", "unused let", "a `let` that no rule reads (a warning: the set loads)",
              "use it in a rule or remove it; `check --strict` makes warnings errors")

@@ -35,8 +35,9 @@ def test_nested_aggregates_are_bounded_by_the_evaluation_work_budget():
         evaluate_in_and_out_of_session(policy)  # ~60 s of work at 4096, hours at 65536, before the fix
     assert time.monotonic() - started < HANG_GUARD
     assert caught.value.code == "E512"
-    assert caught.value.message == ("evaluation visited more than 1000000 elements (nested aggregates "
-                                    "or list operations inside one); limit 1000000")
+    assert caught.value.message == ("the call visited more than 1000000 elements (nested aggregates, list "
+                                    "operations inside one, or an aggregate in a rule evaluated once per node "
+                                    "or evictee); limit 1000000")
 
 
 @pytest.mark.slow

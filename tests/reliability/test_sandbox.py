@@ -82,12 +82,12 @@ BOUNDED = [  # (attack, policy text, code, message)
      "result of 75706 elements is longer than 65536"),
     ("nested aggregates", doubled("s", '"a"', 13) + 'let l = split(s13, "")\n'
      "filter a: sum(sum(1 for y in l) for x in l) > 0", "E512",
-     "evaluation visited more than 1000000 elements (nested aggregates or list operations inside one); "
-     "limit 1000000"),
+     "the call visited more than 1000000 elements (nested aggregates, list operations inside one, or an "
+     "aggregate in a rule evaluated once per node or evictee); limit 1000000"),
     ("membership in an aggregate", doubled("s", '"a"', 15) + 'let l = split(s15, "")\n'
      'filter a: all("b" not in l for x in l)', "E512",
-     "evaluation visited more than 1000000 elements (nested aggregates or list operations inside one); "
-     "limit 1000000"),
+     "the call visited more than 1000000 elements (nested aggregates, list operations inside one, or an "
+     "aggregate in a rule evaluated once per node or evictee); limit 1000000"),
 ]
 
 
