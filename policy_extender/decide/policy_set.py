@@ -9,6 +9,8 @@ for another scheduler.
 
 from __future__ import annotations
 
+import dataclasses
+
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
 from policy_extender.decide.reply import Reply
@@ -26,8 +28,10 @@ class PolicySet:
     """A compiled, immutable policy set; safe to share between threads."""
 
     def __init__(self, sources: dict[str, str], program, version: str, protocol: str = "volcano"):
-        checked, every_rule = program
+        checked, every_rule = program[0], program[1]
         self._program = program
+        #: each rule's estimated cost per call (``lang.cost``), in rule order: what ``check --cost`` shows
+        self.costs = tuple(getattr(program, "costs", ()))
         self.sources = dict(sources)
         self.version = version
         #: the scheduler this set decides for; ``rules`` lists every rule, whatever it serves
@@ -67,6 +71,15 @@ class PolicySet:
             kept = self._for_protocol[protocol] = PolicySet(self.sources, self._program, self.version, protocol)
             kept._for_protocol = self._for_protocol
         return kept
+
+    def alone(self, name: str) -> PolicySet:
+        """The same set with the rule ``name`` deciding alone (enforced, even when it is an audit
+        rule): what ``check --scale`` times rule by rule. KeyError when the set has no such rule."""
+        rule = next((r for r in self._program[1] if r.name == name), None)
+        if rule is None:
+            raise KeyError(name)
+        return PolicySet(self.sources, (self._program[0], [dataclasses.replace(rule, audit=False)]),
+                         self.version, self.protocol)
 
     def _rules(self, *kinds: str) -> list[CompiledRule]:
         return [r for kind in kinds for r in self._by_kind.get(kind, ())] if len(kinds) > 1 \

@@ -151,3 +151,8 @@ E513 = _code("E513", "past the scheduler's timeout", "a call still evaluating `v
 
 W201 = _code("W201", "unused let", "a `let` that no rule reads (a warning: the set loads)",
              "use it in a rule or remove it; `check --strict` makes warnings errors")
+W501 = _code("W501", "quadratic rule", "a rule whose cost per call (elements visited, estimated from its "
+             "expression: docs/language.md, \"Cost\") has a term with two sizes that grow with the cluster "
+             "(nodes x nodes, nodes x this cycle's allocations, ...): it passes small fixtures and meets "
+             "E512 or E513 at scale (a warning: the set loads)",
+             "the message says what to read instead; `check --scale nodes=N,tasks=M` measures the rule")
