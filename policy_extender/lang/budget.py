@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Optional
+
+import msgspec
 
 from policy_extender.errors import EvalError
 from policy_extender.lang import codes
@@ -28,16 +31,16 @@ MAX_WORK = 1_000_000  # elements one call may visit (aggregates, list operations
 CLOCK_EVERY = 4096    # elements charged between two reads of the clock
 
 
-class Budget:
-    """One call's allowance: ``left`` elements, and ``deadline`` (``time.monotonic()``; None: none)."""
+class Budget(msgspec.Struct, gc=False):
+    """One call's allowance: ``left`` elements, and ``deadline`` (``time.monotonic()``; None: none).
 
-    __slots__ = ("left", "deadline", "timeout", "look_at")
+    A msgspec Struct, as ``runtime.Context``: every verb call makes one, and its ``__init__``
+    runs in C (``begin`` + ``end`` about 0.5 us a call on this machine, half a class's)."""
 
-    def __init__(self, deadline: float | None = None, timeout: float = 0.0, work: int = MAX_WORK) -> None:
-        self.left = work
-        self.deadline = deadline
-        self.timeout = timeout  # what the deadline was derived from, for the message
-        self.look_at = work     # the first charge looks at the clock
+    left: int = MAX_WORK
+    deadline: Optional[float] = None
+    timeout: float = 0.0   # what the deadline was derived from, for the message
+    look_at: int = MAX_WORK  # the first charge looks at the clock
 
     @property
     def spent(self) -> int:
@@ -64,7 +67,7 @@ _CALL = threading.local()
 def begin(deadline: float | None = None, timeout: float = 0.0) -> Budget | None:
     """Open a call on this thread with a fresh budget; returns what ``end`` restores."""
     previous = getattr(_CALL, "budget", None)
-    _CALL.budget = Budget(deadline, timeout)
+    _CALL.budget = Budget(MAX_WORK, deadline, timeout, MAX_WORK)
     return previous
 
 
