@@ -75,6 +75,9 @@ def failed(kind: str, exc: Exception) -> Reply:
         return Reply(orjson.dumps({"error": exc.message}), 500, NO_SESSION_DECISION)
     if isinstance(exc, VerbError):  # logged once, with the other non-200s, by the request callback
         return error_reply(exc.status, exc.message, exc.headers)
+    if isinstance(exc, EvalError):  # a bound the rule met (E51x): its file:line:col says where, no traceback
+        log.error("%s failed: %s", kind, exc)
+        return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
     log.error("%s failed", kind, exc_info=exc)
     return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
 

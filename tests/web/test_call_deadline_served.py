@@ -34,6 +34,9 @@ def test_a_call_past_volcano_timeout_stops_and_answers_500_over_real_gunicorn(tm
         # the one worker is free again: a cheap call is answered
         fits = client.call("predicate", compact.predicate_body({"name": "t"}, nodes[0]))
         assert fits == {"status": "", "code": 0}
+        logged = [line for line in server.log().splitlines() if "prioritize failed: cost.policy:1:" in line]
+        assert logged and all("error[E513]" in line for line in logged)  # file:line:col, and no traceback:
+        assert "Traceback" not in server.log()
     finally:
         client.close()
         server.stop()
