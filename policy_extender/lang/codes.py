@@ -89,8 +89,9 @@ E306 = _code("E306", "wrong argument", "an argument of a builtin of the wrong ty
              "must be a literal and is not", "the hint gives the builtin's signature")
 E307 = _code("E307", "wrong number of arguments", "a builtin called with too few or too many "
              "arguments", "the hint gives the builtin's signature")
-E308 = _code("E308", "invalid regex", "the pattern of matches() does not compile",
-             "the message quotes the regex engine's error")
+E308 = _code("E308", "invalid regex", "the pattern of matches() does not compile, or compiles to "
+             "more than 2048 instructions of the regex engine (RE2)",
+             "the message quotes the regex engine's error, or says how large the pattern is")
 E309 = _code("E309", "bad index", "`[...]` on a value that cannot be indexed, or with a key of "
              "the wrong type", "maps take strings, lists take numbers")
 E310 = _code("E310", "parameter value of the wrong type", "the values file sets a parameter to "

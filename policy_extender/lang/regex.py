@@ -53,6 +53,14 @@ _REFUSED = {
 }
 
 
+#: Instructions a compiled pattern may have. ``search`` runs RE2's DFA (an ``re2.Set``), which builds
+#: at most one state per subject character (257 on a 256-character subject), each at most this
+#: many instructions: about 2 MiB, well inside the DFA's share of RE2's 8 MiB default ``max_mem``.
+#: So the DFA never runs out of memory mid-search, where a ``Set`` would answer "no match".
+#: ``(a?){26}a{26}`` is 134 instructions, ``^gpu-node-[0-9]+$`` 6, ``(a?){1000}a{1000}`` 5004.
+MAX_PROGRAM = 2048
+
+
 class Refused(ValueError):
     """A pattern ``matches()`` cannot take; ``code`` is E504 (a backtracking construct) or E308."""
 
@@ -101,7 +109,10 @@ def compile_pattern(pattern: str) -> Pattern:
         raise Refused(codes.E504, f"regex {pattern!r} uses {what} (at character {offset + 1}), which RE2, the "
                       f"linear-time engine of matches(), does not have: {fix}")
     try:
-        re2.compile(pattern, _OPTIONS)  # parses it, with RE2's error for a pattern it cannot take
+        size = re2.compile(pattern, _OPTIONS).programsize  # parses it, with RE2's error for one it cannot take
+        if size > MAX_PROGRAM:
+            raise Refused(codes.E308, f"regex {pattern!r} compiles to {size} instructions, more than {MAX_PROGRAM}: "
+                          "shorten it or bound its repeats ({1,10}, not {1,500})")
         one = re2.Set.SearchSet(_OPTIONS)
         one.Add(pattern)
         one.Compile()

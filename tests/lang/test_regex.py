@@ -86,3 +86,22 @@ def test_re2_semantics_that_differ_from_pythons_re_as_documented():
     assert regex.compile_pattern(r"^\d+$").search("\u0663") is None  # Python's re: a match
     assert regex.compile_pattern("gpu$").search("gpu\n") is None      # Python's re: a match
     assert regex.compile_pattern(r"^\p{Greek}+$").search("αβγ") is not None  # Python's re: an error
+
+
+def test_a_pattern_too_large_for_the_automaton_is_refused_with_its_size():
+    with pytest.raises(regex.Refused) as caught:
+        regex.compile_pattern("(a?){1000}a{1000}")
+    assert caught.value.code == "E308"
+    assert str(caught.value) == ("regex '(a?){1000}a{1000}' compiles to 5004 instructions, more than 2048: "
+                                 "shorten it or bound its repeats ({1,10}, not {1,500})")
+
+
+def test_the_largest_pattern_accepted_matches_as_re2_searches_it():
+    """At MAX_PROGRAM the DFA still fits: the Set's answer is the full engine's on 256 characters."""
+    pattern = "(a?){450}a{200}"  # 2004 instructions
+    compiled = regex.compile_pattern(pattern)
+    answers = []
+    for subject in ("a" * 256, "b" + "a" * 200, "a" * 199 + "b", "ab" * 128):
+        answers.append(compiled.search(subject) is not None)
+        assert answers[-1] == (re2.search(pattern, subject) is not None)
+    assert answers == [True, True, False, False]
