@@ -299,7 +299,9 @@ class Config:
                                     "(Volcano's default is 1). An onSessionOpen that takes longer to "
                                     "receive and store is logged at WARNING and counted "
                                     "(`policy_extender_session_open_late_total`): Volcano gave up on "
-                                    "it (0: never warn).", parse_float)
+                                    "it. A deciding call still evaluating its rules this long after its "
+                                    "first byte stops and answers 500 (E513: Volcano no longer waits, "
+                                    "`extender.ignorable` decides; docs/language.md). 0: neither.", parse_float)
     body_limit: int = option(16 * MIB, "Largest request body for any verb without its own limit "
                              "(bytes, or 16MiB, 1GB ...). A larger body is answered 413.", parse_size)
     body_limits: dict[str, int] = option(lambda: dict(DEFAULT_BODY_LIMITS), "Per-verb body limits: "

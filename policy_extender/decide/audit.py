@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.errors import EvalError
+from policy_extender.lang.budget import current as current_budget
 from policy_extender.lang.runtime import Context
 
 #: Outcomes that are a rejection of the object (shown by ``/why`` with the rule's reason).
@@ -105,7 +106,8 @@ def each_alone(policy_set, env, kind: str, roots: dict[str, Any], neutral: str, 
 def prioritize(policy_set, task, nodes, env):
     if not policy_set.audited or "score" not in policy_set.audited:
         return ()
-    contexts = [Context(env, [None] * policy_set.slots, task=task, node=n) for n in nodes]
+    shared = current_budget()  # the call's (lang/budget.py)
+    contexts = [Context(env, [None] * policy_set.slots, task=task, node=n, budget=shared) for n in nodes]
     out = []
     for rule in policy_set.audited["score"]:
         try:
@@ -127,9 +129,9 @@ def victims(policy_set, kinds: tuple[str, ...], evictor, evictees, env):
     rules = _rules(policy_set, *kinds) if policy_set.audited else ()
     if not rules:
         return ()
-    out = []
+    out, shared = [], current_budget()
     for i, evictee in enumerate(evictees):
-        c = Context(env, [None] * policy_set.slots, evictor=evictor, evictee=evictee)
+        c = Context(env, [None] * policy_set.slots, evictor=evictor, evictee=evictee, budget=shared)
         item = getattr(evictee, "name", None) or f"[{i}]"
         for rule in rules:
             found = _boolean(rule, c, "evict", "protect", rejects_when_true=False)

@@ -27,6 +27,7 @@ from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import VERBS, Verb
 from policy_extender.decide.tallying import window_head
 from policy_extender.errors import EvalError
+from policy_extender.lang import budget
 from policy_extender.session.store import SessionLost, StoreUnavailable
 from policy_extender.verb_names.volcano import PREDICATE
 from policy_extender.wire import WireError, decode, encode
@@ -40,16 +41,23 @@ Service = Any  # policy_extender.service.Service: config, policies, sessions, se
 NO_SESSION_DECISION = "no_session"
 
 
-def respond(service: Service, kind: str, body: bytes) -> Reply:
+def respond(service: Service, kind: str, body: bytes, deadline: float | None = None) -> Reply:
     """The reply to one verb call's body, errors included: what HTTP, replay and the fixture
     runner all answer. A body that cannot be decoded is a 400, a session lost by the store or
     a store that cannot be reached a 503, a call ``require_session`` refuses a 500 (logged once
     per cycle by session_gaps), and a failure while deciding (an ``EvalError``, a bug) a logged 500, so Volcano's
-    ``extender.ignorable`` decides."""
+    ``extender.ignorable`` decides.
+
+    The call evaluates under one budget (``lang.budget``): ``MAX_WORK`` elements for all its
+    evaluations together (E512), and ``deadline`` (``time.monotonic()``; the web layer gives
+    Volcano's verbs ``volcano_timeout`` after the request began to arrive) past which it stops (E513)."""
+    previous = budget.begin(deadline, service.config.volcano_timeout)
     try:
         return HANDLERS[kind](service, body)
     except Exception as exc:
         return failed(kind, exc)
+    finally:
+        budget.end(previous)
 
 
 def failed(kind: str, exc: Exception) -> Reply:
@@ -67,6 +75,9 @@ def failed(kind: str, exc: Exception) -> Reply:
         return Reply(orjson.dumps({"error": exc.message}), 500, NO_SESSION_DECISION)
     if isinstance(exc, VerbError):  # logged once, with the other non-200s, by the request callback
         return error_reply(exc.status, exc.message, exc.headers)
+    if isinstance(exc, EvalError):  # a bound the rule met (E51x): its file:line:col says where, no traceback
+        log.error("%s failed: %s", kind, exc)
+        return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
     log.error("%s failed", kind, exc_info=exc)
     return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
 

@@ -9,12 +9,15 @@ for another scheduler.
 
 from __future__ import annotations
 
+import dataclasses
+
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
 from policy_extender.decide.reply import Reply
 from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
 from policy_extender.errors import EvalError
+from policy_extender.lang.budget import current as current_budget
 from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
 from policy_extender.wire import encode
@@ -25,8 +28,10 @@ class PolicySet:
     """A compiled, immutable policy set; safe to share between threads."""
 
     def __init__(self, sources: dict[str, str], program, version: str, protocol: str = "volcano"):
-        checked, every_rule = program
+        checked, every_rule = program[0], program[1]
         self._program = program
+        #: each rule's estimated cost per call (``lang.cost``), in rule order: what ``check --cost`` shows
+        self.costs = tuple(getattr(program, "costs", ()))
         self.sources = dict(sources)
         self.version = version
         #: the scheduler this set decides for; ``rules`` lists every rule, whatever it serves
@@ -67,6 +72,15 @@ class PolicySet:
             kept._for_protocol = self._for_protocol
         return kept
 
+    def alone(self, name: str) -> PolicySet:
+        """The same set with the rule ``name`` deciding alone (enforced, even when it is an audit
+        rule): what ``check --scale`` times rule by rule. KeyError when the set has no such rule."""
+        rule = next((r for r in self._program[1] if r.name == name), None)
+        if rule is None:
+            raise KeyError(name)
+        return PolicySet(self.sources, (self._program[0], [dataclasses.replace(rule, audit=False)]),
+                         self.version, self.protocol)
+
     def _rules(self, *kinds: str) -> list[CompiledRule]:
         return [r for kind in kinds for r in self._by_kind.get(kind, ())] if len(kinds) > 1 \
             else self._by_kind.get(kinds[0], [])
@@ -100,8 +114,8 @@ class PolicySet:
         names = [n.name for n in nodes]
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
-        slots = self.slots
-        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]  # type: ignore[arg-type]  # as above
+        slots, shared = self.slots, current_budget()  # one budget for the call, not one per node (lang/budget.py)
+        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n, budget=shared) for n in nodes]  # type: ignore[arg-type]  # as above
         for rule in self._rules("score"):
             raw = [score(rule, c) for c in contexts]
             if all(v is SKIPPED for v in raw):
@@ -123,8 +137,9 @@ class PolicySet:
         victims: list = []
         reasons, applied = {}, False
         vetoed = False  # a rule without `if none abstain` refused some evictee
+        shared = current_budget()  # one budget for the call, not one per evictee
         for i, evictee in enumerate(evictees):
-            c = Context(env, [None] * self.slots, evictor=evictor, evictee=evictee)
+            c = Context(env, [None] * self.slots, evictor=evictor, evictee=evictee, budget=shared)
             failed = None
             for rule in rules:
                 if failed is not None and (rule.abstain_if_none or victims):

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from policy_extender.errors import PolicyError
+from policy_extender.lang import cost
 from policy_extender.lang.checker import Checked, check
 from policy_extender.lang.compiler import CompiledRule, compile_rules
+from policy_extender.lang.cost import Cost
 from policy_extender.lang.parser import parse_file
 from policy_extender.lang.values import Setting, is_values_file, read_values
 
@@ -15,6 +17,7 @@ from policy_extender.lang.values import Setting, is_values_file, read_values
 class Program(NamedTuple):
     checked: Checked              # reads, slots, the kinds that read session data
     rules: list[CompiledRule]     # in file and line order
+    costs: tuple[Cost, ...] = ()  # each rule's estimated cost per call (lang.cost), in rule order
 
 
 def compile(sources: dict[str, str]) -> Program:
@@ -45,4 +48,5 @@ def compile(sources: dict[str, str]) -> Program:
         checked = check(files, settings)
     except PolicyError as err:  # with the values files' text, for their excerpts
         raise PolicyError(err.diagnostics, sources) from None
-    return Program(checked, compile_rules(checked))
+    checked.warnings = (*checked.warnings, *cost.warnings(checked))  # W501: a rule quadratic in the cluster
+    return Program(checked, compile_rules(checked), tuple(cost.estimates(checked)))

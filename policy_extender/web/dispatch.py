@@ -22,13 +22,14 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from policy_extender import metrics, trace
 from policy_extender.decide.handlers import respond
+from policy_extender.decide.table import DECIDING
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from, request_log, unbind_request_id
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
 from policy_extender.verb_names import volcano as names
 from policy_extender.web import socket_body
-from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
+from policy_extender.web.http import ARRIVAL, JSON_HEADERS, check_content_type, read_body, status_line
 from policy_extender.wire import arriving, open_stream, prioritize_stream
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
@@ -42,6 +43,10 @@ class VerbRoute(NamedTuple):
     body_limit: int      # bytes (``body_limits``)
     body_timeout: float  # seconds (``body_timeout``)
     streamed: bool       # decoded while it arrives (:func:`read_streamed`)
+    #: seconds the scheduler waits for the answer, counted from the request's first byte: past
+    #: them evaluation stops (E513, ``lang.budget``). ``volcano_timeout`` for Volcano's deciding
+    #: verbs; 0 (no deadline) for the others
+    timeout: float = 0.0
 
 
 class VerbDispatch:
@@ -59,7 +64,9 @@ class VerbDispatch:
         #: called for a call that is not a plain 200 (any call while the request log is at DEBUG)
         self.notable = notable
         #: path -> its route, looked up once per call
-        self.routes = {path: VerbRoute(kind, service.body_limits[kind], service.config.body_timeout, kind in _STREAMED)
+        timeout = max(service.config.volcano_timeout, 0.0)
+        self.routes = {path: VerbRoute(kind, service.body_limits[kind], service.config.body_timeout, kind in _STREAMED,
+                                       timeout if kind in DECIDING else 0.0)
                        for path, kind in service.routes.items()}
         self.tracer = trace.from_env()  # None unless POLICY_EXTENDER_TRACE (policy_extender/trace.py)
 
@@ -95,12 +102,14 @@ class VerbDispatch:
         """The reply, and the body it answered (None when the body was not read whole)."""
         if environ.get("REQUEST_METHOD") != "POST":
             return _not_a_post(route.kind, environ), b""
+        arrived = getattr(ARRIVAL, "started", None) or time.monotonic()  # the worker's first byte, else now
         try:
             body = self._read(route, environ)
         except VerbError as exc:  # 415, 413, 408, 400: logged once, with the other non-200s, by _report
             return error_reply(exc.status, exc.message, exc.headers), None
+        deadline = arrived + route.timeout if route.timeout else None
         try:
-            return respond(self.service, route.kind, body), body
+            return respond(self.service, route.kind, body, deadline), body
         finally:
             if route.streamed:  # only these hand a stream over (read_streamed)
                 arriving.drop()  # a stream no handler took must not keep the body
