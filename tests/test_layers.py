@@ -80,7 +80,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("record",),
     ("service",),
     ("web", "gunicorn_conf", "fixture_runner"),
-    ("replay",),
+    ("replay", "lsp"),
     ("commands", "cli", "__main__"),
 ]
 #: Imports that would be allowed by layer but that the design rules out.
