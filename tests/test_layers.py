@@ -307,3 +307,16 @@ def test_a_public_class_name_has_one_meaning_across_the_package():
     twice = {name: where for name, where in public_classes().items() if len(where) > 1}
     assert not twice, (f"public classes defined more than once: {twice}; name each for what it is "
                        "(a reader meeting the name should not have to ask which one)")
+
+
+#: The most lines a Python file of the tree may have: past it a module holds more than one idea
+#: (split it the way lang/checker.py gave its hints and params their own modules).
+MOST_LINES = 700
+
+
+def test_no_python_file_is_over_the_line_limit():
+    files = [*modules(), *(ROOT / "bench").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
+    assert len(files) > 300  # the walk found the tree
+    long = {str(path.relative_to(ROOT)): n for path in files
+            if (n := path.read_text(encoding="utf-8").count("\n")) > MOST_LINES}
+    assert not long, f"files over {MOST_LINES} lines: {long}; split each into modules of one idea"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from policy_extender import schema
-from policy_extender.decide import handlers, kube_table, observe, table, tallying
+from policy_extender.decide import handlers, kube_table, observe, table, tally_shapes
 from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import DECIDING, SHAPES, VERB_KINDS, VERBS, Verb
 from policy_extender.verb_names import kube_scheduler
@@ -33,8 +33,8 @@ EVERY_DECIDING = [name for name, verb in EVERY_VERB.items() if verb.decide is no
 ANSWERS = ("fit", "scores", "victims", "vote")
 
 
-def _overrides(shape: tallying.Shape, method: str) -> bool:
-    return getattr(type(shape), method) is not getattr(tallying.Shape, method)
+def _overrides(shape: tally_shapes.Shape, method: str) -> bool:
+    return getattr(type(shape), method) is not getattr(tally_shapes.Shape, method)
 
 
 def missing_parts(verb: Verb) -> list[str]:
@@ -42,7 +42,7 @@ def missing_parts(verb: Verb) -> list[str]:
     ``/why``, ``policy-extender why`` and the fixture runner need."""
     missing = [part for part in ("decode", "decide", "encode", "outcome", "audit") if not callable(getattr(verb, part))]
     shape = verb.tally
-    if not isinstance(shape, tallying.Shape) or not shape.keys:
+    if not isinstance(shape, tally_shapes.Shape) or not shape.keys:
         missing.append("tally")
     else:  # how it is recorded, shown by /why (JSON) and printed by `policy-extender why`
         missing += [f"tally.{method}" for method in ("record", "section", "lines") if not _overrides(shape, method)]
@@ -112,7 +112,7 @@ def test_an_entry_without_a_part_is_caught(part):
 
 
 def test_an_entry_whose_tally_shape_does_not_show_it_is_caught():
-    class Unshown(tallying.Shape):
+    class Unshown(tally_shapes.Shape):
         keys = ("x",)
 
         def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
@@ -132,7 +132,7 @@ def test_every_verb_is_served_and_every_deciding_verb_has_its_after_step():
 def test_the_tally_shows_each_deciding_verb_by_its_entrys_shape():
     assert {VERBS[name].tally for name in DECIDING} == set(SHAPES)
     assert {KUBE_VERBS[name].tally for name in kube_table.DECIDING} == set(kube_table.SHAPES)
-    keys = tallying.shown_keys(SHAPES + kube_table.SHAPES)
+    keys = tally_shapes.shown_keys(SHAPES + kube_table.SHAPES)
     assert len(keys) == len(set(keys))  # no two shapes write the same /why key, in either table
     paths = [getattr(shape, "path", None) or getattr(shape, "paths", None) for shape in SHAPES + kube_table.SHAPES]
     assert len(paths) == len(set(paths))  # nor the same tally path
@@ -140,7 +140,8 @@ def test_the_tally_shows_each_deciding_verb_by_its_entrys_shape():
 
 #: modules that once switched on the verb (observe.AFTER, audit.evaluate, Tally.record_*,
 #: why.describe, the builder named by a string): they reach a verb through its entry now
-THROUGH_THE_TABLE = ["decide/observe.py", "decide/audit.py", "decide/tallying.py", "decide/policy_set.py",
+THROUGH_THE_TABLE = ["decide/observe.py", "decide/audit.py", "decide/tallying.py", "decide/tally_shapes.py",
+                     "decide/policy_set.py",
                      "decide/rules.py", "session/tally.py", "commands/why.py", "fixture_runner/bodies.py"]
 
 

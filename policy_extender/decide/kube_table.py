@@ -30,7 +30,7 @@ from typing import Any
 from policy_extender.decide import audit
 from policy_extender.decide.decisions import NodesFilterDecision, PerNodeVictimDecision, ScoreDecision
 from policy_extender.decide.table import Verb
-from policy_extender.decide.tallying import NodesFilterShape, PerNodeVictimsShape, ScoreShape, shapes_of
+from policy_extender.decide.tally_shapes import NodesFilterShape, PerNodeVictimsShape, ScoreShape, shapes_of
 from policy_extender.verb_names import kube_scheduler as names
 from policy_extender.verb_names.volcano import PREEMPTABLE
 from policy_extender.wire import compact, kube, kube_encode

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from policy_extender.decide import audit, session_verbs
-from policy_extender.decide.tallying import (VICTIMS, PredicateShape, ScoreShape, Shape, VoteShape, object_name,
-                                             shapes_of)
+from policy_extender.decide.tally_shapes import (VICTIMS, PredicateShape, ScoreShape, Shape, VoteShape, object_name,
+                                                 shapes_of)
 from policy_extender.verb_names import volcano as names
 from policy_extender.wire import compact, decode, encode
 
