@@ -19,8 +19,8 @@ writes it). Lines are buffered per process and written by the metrics flusher th
 ``metrics.FLUSH_SECONDS`` and at exit.
 
 Off (the default), ``mark`` and ``note`` are calls that return at once and the dispatch checks one
-attribute per call; nothing is timed, collected or written. ``bench.open_breakdown`` and
-``bench.tail`` turn it on in the servers they start.
+attribute per call; nothing is timed, collected or written. ``bench.served.open_breakdown`` and
+``bench.served.tail`` turn it on in the servers they start.
 """
 
 from __future__ import annotations

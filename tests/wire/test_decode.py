@@ -314,7 +314,7 @@ def test_decoded_struct_holds_no_pod_spec():
 
 
 def test_benchmark_body_has_twenty_pods_and_decodes(full):
-    from bench.decode import synthetic_body
+    from bench.cpu.decode import synthetic_body
     body = synthetic_body(json.loads(sample("predicate")), 20)
     node = decode_predicate(body, full).node
     assert len(node.tasks) == 20 and len({t.uid for t in node.tasks}) == 20

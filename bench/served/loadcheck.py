@@ -1,6 +1,6 @@
 """Predicate throughput at N concurrent keep-alive clients, as Volcano's predicate workers call.
 
-    python -m bench.loadcheck --port 8713 --body tests/samples/predicate.json
+    python -m bench.served.loadcheck --port 8713 --body tests/samples/predicate.json
 
 Each client thread keeps one HTTP/1.1 connection open (Go's transport does) and posts the body
 in a loop for ``--seconds``; prints requests per second, latency percentiles and the statuses.

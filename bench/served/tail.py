@@ -11,7 +11,7 @@ nodes x 20 pods Volcano-shaped predicate bodies, ``bench.generate``), one warm-u
   constant;
 * ``service``: ``policy-extender serve`` on ``bench/policies`` (SQLite store, a session open so
   every call reads its head, as in a cycle);
-* variants: the same service started through ``python -m bench.tail serve-variant NAME``, which
+* variants: the same service started through ``python -m bench.served.tail serve-variant NAME``, which
   changes one thing in the master before the workers fork (``--variants``):
   ``switch-1ms`` / ``switch-0.5ms`` (``sys.setswitchinterval``: GIL hand-offs between the
   gthread threads sooner), ``gc-off`` (``gc.disable``: what the garbage collector costs),
@@ -27,7 +27,7 @@ the metrics flushes, and how many of the slowest 1 % of calls (by time in the ap
 collection or a flush in their worker. The client's p99 minus the app's p99 is time outside the app:
 gunicorn (poller, thread pool queue, parsing, writing) and waiting for the GIL.
 
-``python -m bench.tail [--rounds 6] [--seconds 3] [--variants switch-1ms,gc-off]``
+``python -m bench.served.tail [--rounds 6] [--seconds 3] [--variants switch-1ms,gc-off]``
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import time
 
 from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
 from bench.load import Connection, drive
-from bench.open_breakdown import TracedServer, load_average
+from bench.served.open_breakdown import TracedServer, load_average
 
 VARIANTS = {
     "switch-1ms": lambda: sys.setswitchinterval(0.001),
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         VARIANTS[argv[1]]()
         from policy_extender.cli import main as cli
         return cli(argv[2:])
-    parser = argparse.ArgumentParser(prog="python -m bench.tail", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.served.tail", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--variants", default="switch-1ms,gc-off", help=f"comma-separated, of: {', '.join(VARIANTS)} (or empty)")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = bodies.cluster.spec.pending_job_count
     calls = [("predicate", "/predicate", body) for p in range(min(4, jobs)) for body in bodies.predicates(p)]
     variants = [v for v in args.variants.split(",") if v]
-    print(f"method: bench/tail.py: predicate 50x20 ({len(calls)} bodies), 16 keep-alive connections in 2 client "
+    print(f"method: bench/served/tail.py: predicate 50x20 ({len(calls)} bodies), 16 keep-alive connections in 2 client "
           f"processes, {args.rounds} interleaved rounds of {args.seconds:g} s after a warm-up round; gunicorn "
           f"{args.workers} workers x {args.threads} threads; nproc {os.cpu_count()}; load at start "
           f"{open('/proc/loadavg').read().split()[:3]}", flush=True)
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 kw = dict(workers=args.workers, threads=args.threads,
                           extra=("--session-store", f"sqlite:{tmp}/{name}.sqlite3"))
                 trace_path = f"{tmp}/{name}.trace"
-                launcher = () if name == "service" else ("bench.tail", "serve-variant", name)
+                launcher = () if name == "service" else ("bench.served.tail", "serve-variant", name)
                 servers[name] = TracedServer("service", trace_path, launcher, **kw).start()
             for name, server in servers.items():
                 if name != "floor":

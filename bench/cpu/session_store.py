@@ -1,6 +1,6 @@
 """Benchmark: median microseconds per head(), allocate() and SessionCache.env() for each store.
 
-    python -m bench.session_store [--n 5000] [--redis-url redis://127.0.0.1:6379/0]
+    python -m bench.cpu.session_store [--n 5000] [--redis-url redis://127.0.0.1:6379/0]
 
 Without ``--redis-url`` it starts a throwaway ``redis-server`` on a free loopback port (skipped
 with a note if the binary is missing). Prints figures; asserts nothing.

@@ -1,10 +1,10 @@
 """What reading the ``cluster`` root costs besides the onSessionOpen itself (which
-``bench.open_breakdown``'s ``service`` / ``service-cluster`` measure served):
-``python -m bench.cluster_facts [--nodes 500 --pods 30] [--repeat 5]``.
+``bench.served.open_breakdown``'s ``service`` / ``service-cluster`` measure served):
+``python -m bench.cpu.cluster_facts [--nodes 500 --pods 30] [--repeat 5]``.
 
 In process, on a generated cluster (``bench.generate``, Volcano's shape), with two read sets:
 ``bench/policies`` alone (reads no cluster fact) and with the research queue policy and a rule on
-``cluster.jobs`` (``bench.open_breakdown.CLUSTER_RULES``). For each, the median over ``--repeat``
+``cluster.jobs`` (``bench.served.open_breakdown.CLUSTER_RULES``). For each, the median over ``--repeat``
 runs of: the whole pruned decode and the snapshot's encoding (what an open does when its body was
 not decoded while it arrived), the snapshot's size (what the session store holds), a worker's
 load of it (``load_snapshot``, once per session and worker), the facts computed on first use
@@ -24,12 +24,12 @@ import time
 from pathlib import Path
 
 from bench.generate import Cluster, ClusterSpec, write_snapshot
-from bench.open_breakdown import cluster_policies
+from bench.served.open_breakdown import cluster_policies
 from policy_extender.policyset.compile import load_directories
 from policy_extender.wire import snapshot
 from policy_extender.wire.resources import Counts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def median_ms(function, repeat: int) -> tuple[float, object]:
@@ -53,7 +53,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sets = {"bench/policies (no cluster fact)": load_directories([ROOT / "bench" / "policies"]).reads,
                 "with cluster facts": load_directories([Path(cluster_policies(tmp))]).reads}
-    print(f"method: bench/cluster_facts.py, {args.nodes} x {args.pods} onSessionOpen of {len(body) / 1e6:.1f} MB, "
+    print(f"method: bench/cpu/cluster_facts.py, {args.nodes} x {args.pods} onSessionOpen of {len(body) / 1e6:.1f} MB, "
           f"in process, median of {args.repeat}")
     for label, reads in sets.items():
         decode_ms, pruned = median_ms(lambda: snapshot.decode_open_body(body, reads), args.repeat)

@@ -1,4 +1,4 @@
-"""Decode timings: ``python -m bench.decode [--repeat N]``.
+"""Decode timings: ``python -m bench.cpu.decode [--repeat N]``.
 
 Prints the median microseconds to decode a predicate body with ``json.loads``, ``orjson.loads``
 and the pruned msgspec decoder (four read sets: the benchmark policy's, ``bench/policies``, among
@@ -21,9 +21,9 @@ from policy_extender.wire.decode import decode_predicate
 from policy_extender.wire.structs import full_reads
 
 #: the repository's copy of the shared predicate sample (run from a checkout)
-SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "samples" / "predicate.json"
+SAMPLE = Path(__file__).resolve().parents[2] / "tests" / "samples" / "predicate.json"
 #: the benchmark policy (``python -m bench`` serves it), from a checkout
-BENCH_POLICIES = Path(__file__).resolve().parents[1] / "bench" / "policies"
+BENCH_POLICIES = Path(__file__).resolve().parents[2] / "bench" / "policies"
 
 #: What a typical policy reads: ``filter node.labels.zone == task.annotations.zone``,
 #: ``filter free_gpu >= task_gpu``.

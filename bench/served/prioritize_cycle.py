@@ -22,7 +22,7 @@ The first ``--warmup`` tasks are not counted (each worker must have seen each no
 predicate reaches one of the 2 workers per task). p50 and p99 by nearest rank over the counted
 tasks; each service's RSS (master + workers, ``/proc``) at the end.
 
-``python -m bench.prioritize_cycle [--nodes 500] [--pods 30] [--tasks 24] [--warmup 4] [--baseline DIR]``
+``python -m bench.served.prioritize_cycle [--nodes 500] [--pods 30] [--tasks 24] [--warmup 4] [--baseline DIR]``
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import statistics
 import time
 
 from bench.generate import Bodies, Cluster, ClusterSpec
-from bench.growth import load, nearest_rank
+from bench.memory.growth import load, nearest_rank
 from bench.load import Connection, Pool
 from bench.server import Server, status_kb
 
@@ -46,7 +46,7 @@ def rss_mib(server: Server) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.prioritize_cycle", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.served.prioritize_cycle", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=30)
     parser.add_argument("--tasks", type=int, default=24, help="tasks counted per variant")

@@ -1,7 +1,7 @@
 """Where the engine's extra CPU per predicate goes: each part of the service's predicate path
 timed alone, hot, next to what the hand-written baseline does for the same call.
 
-``python -m bench.inprocess --session`` measures whole calls (service against the hand-written
+``python -m bench.cpu.inprocess --session`` measures whole calls (service against the hand-written
 WSGI app, 1,000 calls cycling 200 bodies of 138 KB). This script opens the same session in one
 process, then times each part of a predicate call on its own with ``timeit`` (the same few
 requests again and again, so everything is in cache): the decode both apps share, the policy
@@ -10,7 +10,7 @@ head, the decision tally, the metrics, the request id, the request-finished call
 call costs more than the sum of its hot parts (the 138 KB body pushes the rest out of the CPU
 caches); the ratio between the parts is what this shows.
 
-``python -m bench.engine_parts [--number N] [--repeat R]``
+``python -m bench.cpu.engine_parts [--number N] [--repeat R]``
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import timeit
 
 from bench import handwritten
 from bench.generate import Bodies, Cluster, ClusterSpec
-from bench.inprocess import call, close, service_app
+from bench.cpu.inprocess import call, close, service_app
 from bench.scenarios import predicate_calls
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.engine_parts", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.engine_parts", description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=20000, help="calls per timing")
     parser.add_argument("--repeat", type=int, default=5, help="timings per part (the median is printed)")
     args = parser.parse_args(argv)

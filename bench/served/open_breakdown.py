@@ -10,10 +10,10 @@ other processes on the host hits each alike:
 * ``service``: ``policy-extender serve`` on ``bench/policies`` with its own SQLite session store,
   as shipped: the body is decoded while it arrives (``wire.open_stream``);
 * ``service-whole``: the same service with the streamed decode switched off
-  (``OpenStream`` threshold raised past the body, ``bench.open_breakdown whole-serve``): the
+  (``OpenStream`` threshold raised past the body, ``bench.served.open_breakdown whole-serve``): the
   body is received, then decoded whole, as before the streamed decode existed;
 * ``service-gthread`` (only when named in ``--servers``): the service on gunicorn's own gthread
-  worker (``bench.open_breakdown gthread-serve``), where a thread takes each connection at once
+  worker (``bench.served.open_breakdown gthread-serve``), where a thread takes each connection at once
   and reads the request, against ``service``, whose worker (``web/worker.py``) receives the
   request's first 64 KiB on its event loop before a thread takes it;
 * ``service-reuse-off`` (only when named in ``--servers``): the service with ``--node-reuse-bytes
@@ -64,7 +64,7 @@ the kernel favours the worker that answered last (8 opens in a row went to one w
 runs on a loaded host), so each warm-up open is pinned to its worker by stopping the server's
 other workers (``SIGSTOP``) from after its predicates until it is answered (``SIGCONT``).
 
-``python -m bench.open_breakdown [--nodes 500 --pods 30] [--runs 5] [--snapshot FILE] [--after-predicates K] [--warm-every-worker]``
+``python -m bench.served.open_breakdown [--nodes 500 --pods 30] [--runs 5] [--snapshot FILE] [--after-predicates K] [--warm-every-worker]``
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ from bench.load import Connection, Pool
 from bench.server import ROOT, Server, _RUNNING, command, process_cpu
 
 #: services started through a launcher of this module instead of ``policy_extender``
-LAUNCHERS = {"service-whole": ("bench.open_breakdown", "whole-serve"),
-             "service-gthread": ("bench.open_breakdown", "gthread-serve")}
+LAUNCHERS = {"service-whole": ("bench.served.open_breakdown", "whole-serve"),
+             "service-gthread": ("bench.served.open_breakdown", "gthread-serve")}
 #: what ``service-cluster`` serves besides bench/policies and policies/research-queue.policy
 CLUSTER_RULES = 'ready research-backlog: (cluster.jobs["research"].pending ?? 0) < 1000\n'
 #: the servers others are measured against (each that runs gets its own table)
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         return whole_serve(argv[1:])
     if argv[:1] == ["gthread-serve"]:
         return gthread_serve(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m bench.open_breakdown", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.served.open_breakdown", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=30)
     parser.add_argument("--runs", type=int, default=5)

@@ -1,7 +1,7 @@
 """Where a worker's time goes: cProfile of the service's WSGI app answering predicate and
 prioritize calls in-process (the same app object a gunicorn worker serves, minus the socket).
 
-``python -m bench.profile [--calls N] [--verb predicate|prioritize] [--top K]``
+``python -m bench.cpu.profile [--calls N] [--verb predicate|prioritize] [--top K]``
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def call(app, path: str, body: bytes) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.profile", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--verb", choices=("predicate", "prioritize"), default="predicate")
     parser.add_argument("--top", type=int, default=25)

@@ -8,7 +8,7 @@ Rounds alternate the two kinds (4K, huge, huge, 4K, ...); each prints the wall t
 receive (map included) and the receiving thread's system CPU time (``RUSAGE_THREAD``: page
 faults and the kernel's copy). The medians of the rounds are printed; also the kernel's THP mode.
 
-``python -m bench.huge_pages [--mb 256] [--rounds 8]``
+``python -m bench.memory.huge_pages [--mb 256] [--rounds 8]``
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def receive_once(payload: bytes, huge: bool) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.huge_pages", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.memory.huge_pages", description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=8, help="rounds of each kind")
     args = parser.parse_args(argv)

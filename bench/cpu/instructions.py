@@ -2,14 +2,14 @@
 hand-written WSGI baseline (same body reading, same decoders) and the bare floor, in one process.
 
 Wall-clock and CPU-clock figures of a 60 us call move by several microseconds from run to run on
-a shared machine (``bench.inprocess`` needs paired rounds and still sees +-2 us). An instruction
+a shared machine (``bench.cpu.inprocess`` needs paired rounds and still sees +-2 us). An instruction
 count does not: the same code on the same bodies executes the same instructions whatever else the
 machine does, so a change of 1 % in what a call executes is visible in one run. What it does not
 see is time lost to cache misses and branch mispredictions (``--cache-sim`` adds a simulated
-cache's miss counts); confirm a change in time with ``bench.inprocess`` as well.
+cache's miss counts); confirm a change in time with ``bench.cpu.inprocess`` as well.
 
 Method: a child process runs under ``valgrind --tool=callgrind --separate-threads=yes
---dump-before=os_getppid``. It builds the same apps and bodies as ``bench.inprocess --session``
+--dump-before=os_getppid``. It builds the same apps and bodies as ``bench.cpu.inprocess --session``
 (50 nodes x 20 pods, 4 tasks x 50 nodes = 200 predicate bodies of about 137 KB, a session open
 on the service, each app warmed with ``--warm`` calls), then for each app calls ``os.getppid()``
 (a dump: the counters start from zero), makes ``--calls`` calls cycling the bodies, and calls it
@@ -26,7 +26,7 @@ time, so a region of 1,024 calls draws exactly one batch: ``--calls`` defaults t
 of 400 calls held a draw or none, and moved the count by 1.9k instructions per call).
 ``PYTHONHASHSEED=0``.
 
-``python -m bench.instructions [--calls N] [--warm N] [--cache-sim] [--nodes N] [--pods N]``
+``python -m bench.cpu.instructions [--calls N] [--warm N] [--cache-sim] [--nodes N] [--pods N]``
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def child(calls: int, warm: int, nodes: int, pods: int) -> None:
     """Runs inside valgrind: one dump region per app, in the order of ``APPS``."""
     from bench import bare_wsgi, handwritten
     from bench.generate import Bodies, Cluster, ClusterSpec
-    from bench.inprocess import call, close, service_app
+    from bench.cpu.inprocess import call, close, service_app
     from bench.scenarios import predicate_calls
 
     from policy_extender import metrics
@@ -104,7 +104,7 @@ def measure(calls: int, warm: int, cache_sim: bool, nodes: int = 50, pods: int =
     with tempfile.TemporaryDirectory() as out:
         command = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-before=os_getppid",
                    f"--cache-sim={'yes' if cache_sim else 'no'}", f"--callgrind-out-file={out}/cg.out",
-                   sys.executable, "-m", "bench.instructions", "--child", "--calls", str(calls), "--warm", str(warm),
+                   sys.executable, "-m", "bench.cpu.instructions", "--child", "--calls", str(calls), "--warm", str(warm),
                    "--nodes", str(nodes), "--pods", str(pods)]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -120,7 +120,7 @@ def measure(calls: int, warm: int, cache_sim: bool, nodes: int = 50, pods: int =
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.instructions", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1024,
                         help="calls per app in the counted region (a multiple of logs.ID_BATCH, 1,024)")
     parser.add_argument("--warm", type=int, default=200, help="calls per app before the region")

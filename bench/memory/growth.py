@@ -35,7 +35,7 @@ Slopes are least-squares fits of the row's y over its x (every size's median), w
 table also says where a size crosses a limit: a body limit, or Volcano's default
 ``extender.httpTimeout`` of 1 s (over it, Volcano gives up on the call).
 
-``python -m bench.growth [--parts predicate,prioritize,open] [--runs 3] [--seconds 3] [--nodes 50,500,2000] [--quick]``
+``python -m bench.memory.growth [--parts predicate,prioritize,open] [--runs 3] [--seconds 3] [--nodes 50,500,2000] [--quick]``
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ import time
 
 from bench.generate import Bodies, Cluster, ClusterSpec, write_snapshot
 from bench.load import Connection
-from bench.scenarios import Context, load_run, predicate_calls
+from bench.runs import Context, load_run
+from bench.scenarios import predicate_calls
 from bench.server import Server, busy_cpu_seconds, lazyfree_kb, reset_peak_rss, status_kb
 
 MIB = 1 << 20
@@ -350,7 +351,7 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.growth", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.memory.growth", description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="predicate,prioritize,open")
     parser.add_argument("--runs", type=int, default=3, help="predicate rounds (default 3)")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per predicate run (default 3)")

@@ -13,7 +13,7 @@ compiled with ``Compiler.indexed`` switched off. The counts-only app runs a rule
 after one more allocateFunc call (its CPU is reported too), the CPU of the predicate call that
 applies the event minus that of the same call again, median over ``--events`` events.
 
-``python -m bench.allocations [--calls N] [--rounds R] [--events E]``
+``python -m bench.cpu.allocations [--calls N] [--rounds R] [--events E]``
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.inprocess import close
+from bench.cpu.inprocess import close
 
 RULE = ("filter gpu-per-node: count(a for a in session.allocations if a.job == task.job_id "
         "and a.node == node.name and a.requests.gpu > 0) < 2\n")
@@ -139,7 +139,7 @@ def measure(allocations: int, calls: int, rounds: int, events: int) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.allocations", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.allocations", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="predicate calls per round (default 400)")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds, the median is reported")
     parser.add_argument("--events", type=int, default=40, help="allocateFunc events timed for the catch-up")

@@ -1,6 +1,6 @@
 """Memory over whole cycles in one process and one thread: what the service's own code keeps.
 
-``bench.memory`` measures a real gunicorn pod (master, workers, their threads), where RSS also
+``bench.memory.served`` measures a real gunicorn pod (master, workers, their threads), where RSS also
 moves with which thread served what and with glibc's per-arena free lists. This one takes those
 away: the service's WSGI app is called in-process, in one thread, with the same whole cycles
 (``bench.scenarios.one_cycle``: onSessionOpen of the 50 x 20 snapshot, 18 MB, then per pending
@@ -15,7 +15,7 @@ allocation over 512 bytes), the heap glibc holds (``arena``), the bytes in mappe
 (``sqlite3_memory_used()``) and the process's anonymous RSS. The slopes are least-squares fits
 over the second half of the samples, in bytes per cycle.
 
-``python -m bench.memory_inprocess [--cycles 2000] [--every 200] [--swap-every 1]``
+``python -m bench.memory.inprocess [--cycles 2000] [--every 200] [--swap-every 1]``
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import tempfile
 import time
 
 from bench.generate import Bodies, Cluster, ClusterSpec
-from bench.inprocess import call
-from bench.memory import POLICY_NAME, fit_slope, policy_text
+from bench.cpu.inprocess import call
+from bench.memory.served import POLICY_NAME, fit_slope, policy_text
 from bench.scenarios import one_cycle
 from bench.server import POLICY_DIR
 from policy_extender import heap
@@ -117,7 +117,7 @@ def run(cycles: int, every: int, swap_every: int) -> list[tuple[int, float, dict
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.memory_inprocess", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.memory.inprocess", description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument("--every", type=int, default=200, help="cycles between samples (default 200)")
     parser.add_argument("--swap-every", type=int, default=1, help="cycles between policy swaps, 0: none (default 1)")

@@ -13,7 +13,7 @@ The recommended timeout is twice the slowest open measured, rounded up to a roun
 the margin covers a busier host than the one measured and the connect and scheduling delays a
 server cannot see.
 
-``python -m bench.open_timeout [--sizes 50x20,200x20,500x30] [--runs 5]``
+``python -m bench.served.open_timeout [--sizes 50x20,200x20,500x30] [--runs 5]``
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def measure(nodes: int, pods: int, runs: int, workers: int, threads: int) -> dic
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.open_timeout", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.served.open_timeout", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50x20,200x20,500x30", help="NODESxPODS_PER_NODE, comma-separated")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)

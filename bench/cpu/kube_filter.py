@@ -1,9 +1,9 @@
 """Where the CPU of kube-scheduler's 1,000-node filter goes, in process:
-``python -m bench.kube_filter_cpu [--nodes N] [--rounds R]``.
+``python -m bench.cpu.kube_filter [--nodes N] [--rounds R]``.
 
-Prints, on one ``bench.kube_scheduler`` filter body (real-shaped v1.Nodes, ~6.8 MB at 1,000):
+Prints, on one ``bench.served.kube_scheduler`` filter body (real-shaped v1.Nodes, ~6.8 MB at 1,000):
 
-- the service's WSGI app answering it (``bench.profile.call``: the app a gunicorn worker serves,
+- the service's WSGI app answering it (``bench.cpu.profile.call``: the app a gunicorn worker serves,
   minus the socket), user and system CPU (``os.times``) over 20 calls, with the garbage collector
   on and off, the median of ``--rounds`` rounds;
 - decoding the ``ExtenderArgs`` (``wire.kube``'s decoder) and deciding it (``kube_table.filter_nodes``),
@@ -28,8 +28,8 @@ from typing import Callable
 
 import msgspec
 
-from bench.kube_scheduler import FILTER_PATH, KUBE_POLICY_DIR, KubeBodies
-from bench.profile import call
+from bench.served.kube_scheduler import FILTER_PATH, KUBE_POLICY_DIR, KubeBodies
+from bench.cpu.profile import call
 from policy_extender.wire import kube
 from policy_extender.wire.structs import Condition, QuantityMap, StrMap, Taint
 
@@ -124,7 +124,7 @@ def app_cpu(app, body: bytes, rounds: int, collector: bool) -> tuple[float, floa
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.kube_filter_cpu", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.kube_filter", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)

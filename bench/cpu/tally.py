@@ -13,7 +13,7 @@ round of ``--calls`` calls (the service flushes once per ``tally_flush_seconds``
 least as many calls under load): a pessimistic figure. Reported: each app's median round, and
 the median over the pairs of (on / off - 1), the headline figure.
 
-``python -m bench.tally [--calls N] [--rounds R] [--reject]``; ``--reject`` adds three filter rules
+``python -m bench.cpu.tally [--calls N] [--rounds R] [--reject]``; ``--reject`` adds three filter rules
 that reject most nodes (the tally then also records a rejection count and an example reason
 per call).
 """
@@ -72,7 +72,7 @@ def round_cpu(wsgi, calls, count: int, service=None) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.tally", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.tally", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=500, help="predicate calls per round (default 500)")
     parser.add_argument("--rounds", type=int, default=21, help="rounds per app (default 21)")
     parser.add_argument("--reject", action="store_true", help="add three filter rules that reject most nodes")

@@ -23,7 +23,7 @@ at a time (what the service does from 4 MiB), from a fresh copy each call (not t
 ``--nodes`` predicate bodies, the jobs forgotten) and ``hit`` (the nodes and the last open's jobs
 kept: the next cycle's open on an unchanged cluster).
 
-``python -m bench.node_reuse [--verb predicate|prioritize|onSessionOpen] [--streamed] [--nodes 50] [--pods 20] [--rounds 9]``
+``python -m bench.cpu.node_reuse [--verb predicate|prioritize|onSessionOpen] [--streamed] [--nodes 50] [--pods 20] [--rounds 9]``
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def per_call(bodies: list[bytes], reads, decoder=decode.decode_predicate) -> flo
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.node_reuse", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.node_reuse", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--pods", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=9)
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.process_time()
             open_stream.decode_streamed(buffer, reads_)
             return time.process_time() - t0
-        print(f"method: bench/node_reuse.py: wire.open_stream only, one snapshot of {args.nodes} nodes x "
+        print(f"method: bench/cpu/node_reuse.py: wire.open_stream only, one snapshot of {args.nodes} nodes x "
               f"{args.pods} pods ({len(body) / 1e6:.1f} MB) fed 2 MiB at a time, bench/policies read set, process "
               f"CPU per call, median of {args.rounds} interleaved rounds (off; miss: nothing kept; nodes: after "
               f"the {args.nodes} predicates; hit: and after an open); nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]}",
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             def streamed(bodies_: list[bytes], reads_) -> float:
                 return per_call(bodies_, reads_, decode.decode_prioritize)
-        print(f"method: bench/node_reuse.py: decode_prioritize only, one body of {args.nodes} nodes x {args.pods} "
+        print(f"method: bench/cpu/node_reuse.py: decode_prioritize only, one body of {args.nodes} nodes x {args.pods} "
               f"pods ({len(body) / 1e6:.1f} MB){', streamed' if args.streamed else ''}, bench/policies read set, process CPU per call, median of "
               f"{args.rounds} interleaved rounds (off; miss: nothing kept; hit: after the {args.nodes} predicates); "
               f"nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]}", flush=True)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
             for name, value in (("off", off), ("miss", miss), ("hit", hit)):
                 results[name].append(value)
     else:
-        print(f"method: bench/node_reuse.py: decode_predicate only, {args.nodes} bodies of {args.nodes} nodes x "
+        print(f"method: bench/cpu/node_reuse.py: decode_predicate only, {args.nodes} bodies of {args.nodes} nodes x "
               f"{args.pods} pods (median {size / 1e3:.0f} KB), bench/policies read set, process CPU per call, "
               f"median of {args.rounds} interleaved rounds (off, miss, hit); nproc {os.cpu_count()}, load "
               f"{open('/proc/loadavg').read().split()[0]}", flush=True)

@@ -37,8 +37,8 @@ import orjson
 
 from bench.generate import Cluster, ClusterSpec
 
-KUBE_POLICY_DIR = Path(__file__).resolve().parent / "kube-policies"
-SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "kube-scheduler"
+KUBE_POLICY_DIR = Path(__file__).resolve().parents[1] / "kube-policies"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "kube-scheduler"
 #: the default paths (config.kube_scheduler_prefix "/kube-scheduler/")
 FILTER_PATH, PRIORITIZE_PATH, PREEMPT_PATH = "/kube-scheduler/filter", "/kube-scheduler/prioritize", "/kube-scheduler/preempt"
 
@@ -120,7 +120,7 @@ def scenario(verb: str, nodes: int) -> Callable:
 
     def run(ctx) -> None:
         from bench.load import Connection
-        from bench.scenarios import load_run, medians
+        from bench.runs import load_run, medians
         from bench.server import Server
         count = min(nodes, 6) if ctx.quick else nodes
         bodies = KubeBodies(count)

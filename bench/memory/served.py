@@ -16,7 +16,7 @@ is a least-squares fit of those lowest reads over time after the warm-up (``--wa
 in MiB per minute, and the pod's total is fitted again from each of the ``--late`` minutes, with
 its range from there (a worker's first snapshot and bodies make steps in the first minutes).
 
-``python -m bench.memory --minutes 3 [--interval 5] [--warmup 60] [--late 5,10,20,30] [--env MALLOC_ARENA_MAX=2]``
+``python -m bench.memory.served --minutes 3 [--interval 5] [--warmup 60] [--late 5,10,20,30] [--env MALLOC_ARENA_MAX=2]``
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from bench.load import Pool
 from bench.scenarios import one_cycle
 from bench.server import POLICY_DIR, Server, status_kb
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # tests.reload.kubelet: the kubelet's ConfigMap update, step by step
 from tests.reload.kubelet import ConfigMapVolume  # noqa: E402
 
@@ -166,7 +166,7 @@ def run(minutes: float, interval: float, warmup: float, swap_every: float, worke
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.memory.served", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between RSS samples (default 5)")
     parser.add_argument("--warmup", type=float, default=60.0, help="seconds left out of the slope fit (default 60)")

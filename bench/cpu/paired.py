@@ -1,14 +1,14 @@
 """The engine's CPU per predicate call against the hand-written WSGI app, in randomized paired
 blocks in one process: the figure for "within +10 % of the hand-written baseline".
 
-Why another in-process bench. ``bench.inprocess`` times rounds of 1,000 calls per app, one app
+Why another in-process bench. ``bench.cpu.inprocess`` times rounds of 1,000 calls per app, one app
 after the other; on this shared VM the host's speed moves by 30 % within a second, so two rounds
 60-160 ms apart differ by more than the engine costs (per-round ratios from 0.83 to 1.82 in one
-run). ``bench.instructions`` counts instructions, which do not move, but a Python bytecode costs
+run). ``bench.cpu.instructions`` counts instructions, which do not move, but a Python bytecode costs
 several times an average instruction of the msgspec decode or the digest, so its ratio (1.06)
 understates the ratio in time.
 
-Method: one process builds the service (``bench.inprocess.service_app``, a session open on the
+Method: one process builds the service (``bench.cpu.inprocess.service_app``, a session open on the
 same cluster) and the hand-written WSGI app (``bench.handwritten.wsgi_app``), the latter reading
 with the service's read set, so that both decode with the same decoders and share this process's
 kept nodes (``wire.node_reuse`` keeps the nodes of one read set: with two sets, each app would
@@ -20,7 +20,7 @@ fold the calls in their own threads, and that work is the service's too). Printe
 the summed CPU (service / hand-written), the median of the per-round ratios with their middle
 half, and the engine's extra per call. Pin it to one core (``taskset -c 1``).
 
-``python -m bench.paired [--rounds N] [--block N]``
+``python -m bench.cpu.paired [--rounds N] [--block N]``
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import time
 
 from bench import handwritten
 from bench.generate import Bodies, Cluster, ClusterSpec
-from bench.inprocess import call, close, service_app
+from bench.cpu.inprocess import call, close, service_app
 from bench.scenarios import predicate_calls
 from policy_extender.wire import node_reuse
 
@@ -79,7 +79,7 @@ def measure(rounds: int, block: int, seed: int = 0) -> tuple[dict[str, list[floa
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.paired", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.paired", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--block", type=int, default=100, help="calls per app per round")
     parser.add_argument("--seed", type=int, default=0, help="of the random order of each round")

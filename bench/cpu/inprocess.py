@@ -17,7 +17,7 @@ after the first task every node is one seen before, as in a Volcano cycle) and w
 (``service-reuse-off``: every body decoded whole, the code before node reuse); the hand-written
 baseline decodes with the service's decoders, so it runs both ways too.
 
-``python -m bench.inprocess [--verb predicate|prioritize] [--calls N] [--rounds R] [--session]``
+``python -m bench.cpu.inprocess [--verb predicate|prioritize] [--calls N] [--rounds R] [--session]``
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def close(*apps) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu.inprocess", description=__doc__.splitlines()[0])
     parser.add_argument("--verb", choices=("predicate", "prioritize"), default="predicate")
     parser.add_argument("--calls", type=int, default=0, help="calls per round (default 1000 predicate, 20 prioritize)")
     parser.add_argument("--rounds", type=int, default=7)
