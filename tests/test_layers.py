@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.imports import cycles
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "policy_extender"
 
@@ -196,41 +198,6 @@ def _absolute(path: Path, node: ast.ImportFrom) -> str:
     package = list(path.relative_to(ROOT).with_suffix("").parts)[:-1]
     base = package[: len(package) - node.level + 1] if node.level else []
     return ".".join(base + ([node.module] if node.module else []))
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import cycles of ``graph``: its strongly connected parts of more than one module
-    (Tarjan's algorithm), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        for target in sorted(graph.get(module, ())):
-            if target not in graph:
-                continue
-            if target not in index:
-                visit(target)
-                low[module] = min(low[module], low[target])
-            elif target in stack:
-                low[module] = min(low[module], index[target])
-        if low[module] == index[module]:
-            part: list[str] = []
-            while True:
-                top = stack.pop()
-                part.append(top)
-                if top == module:
-                    break
-            if len(part) > 1:
-                found.append(sorted(part))
-
-    for module in sorted(graph):
-        if module not in index:
-            visit(module)
-    return found
 
 
 def test_no_module_imports_itself_through_others():

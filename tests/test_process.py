@@ -5,7 +5,7 @@ import os
 import pytest
 
 from policy_extender import process
-from tests.forking import in_forked_child
+from tests.support.forking import in_forked_child
 
 
 def test_pid_is_the_process_id():

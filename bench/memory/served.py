@@ -3,7 +3,7 @@ scheduling cycles and a policy swap every second.
 
 Method (printed by the script): a real ``policy-extender serve`` (gunicorn, ``--workers`` x 4
 threads, its own SQLite session store, policy directory a kubelet-style ConfigMap volume,
-``tests/reload/kubelet.py``, reloaded on inotify); one client thread runs whole cycles back to back
+``tests/policyset/kubelet.py``, reloaded on inotify); one client thread runs whole cycles back to back
 (``bench.scenarios.one_cycle``: onSessionOpen of the 50 x 20 snapshot, 18 MB, then per pending
 job enqueue and overused, per task 50 predicates on 16 keep-alive connections, prioritize over
 the feasible nodes, allocateFunc, then jobReady, preemptable, reclaimable, deallocateFunc,
@@ -36,8 +36,8 @@ from bench.scenarios import one_cycle
 from bench.server import POLICY_DIR, Server, status_kb
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # tests.reload.kubelet: the kubelet's ConfigMap update, step by step
-from tests.reload.kubelet import ConfigMapVolume  # noqa: E402
+sys.path.insert(0, str(ROOT))  # tests.policyset.kubelet: the kubelet's ConfigMap update, step by step
+from tests.policyset.kubelet import ConfigMapVolume  # noqa: E402
 
 POLICY_NAME = "gpu.policy"
 

@@ -197,7 +197,7 @@ def decide_predicate(service: Service, body: bytes) -> Reply:
     outcome, encode, subject) and its after step (``observe``: audit, metric, tally) written
     out: the predicate is called once per node per task, every other verb once per task or job
     at most, and each adapter is a Python call (about 330 instructions; 2.3k per call in all,
-    callgrind). tests/web/test_predicate_handler.py holds it to the generic handler's answers,
+    callgrind). tests/decide/test_predicate_handler.py holds it to the generic handler's answers,
     tallies and metrics."""
     env = service.session_cache.env()
     kept = service.decided_with  # policy_and_env's first step, inlined

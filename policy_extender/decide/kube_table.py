@@ -2,7 +2,7 @@
 entry of the same ``table.Verb`` as Volcano's, deciding with the policy set's kube-scheduler rules
 (``PolicySet.for_protocol``) and no session. The handlers (``handlers.HANDLERS``), the step after
 a decision, the tally and ``/why``, and the fixture runner take these entries as they take
-Volcano's; ``tests/test_verb_table.py`` holds both tables to the same parts.
+Volcano's; ``tests/decide/test_verb_table.py`` holds both tables to the same parts.
 
 How the rules map onto kube-scheduler's answers (docs/kube-scheduler.md):
 

@@ -4,7 +4,7 @@ are evaluated, how its calls are tallied and shown by ``/why``, and how fixtures
 and read it. Everything else about verbs derives from ``VERBS``: the handlers
 (``handlers.HANDLERS``), the step after a decision (``observe.after``), the tally's ``/why``
 answer and ``policy-extender why`` (``tallying.shapes_of``), the fixture runner's bodies and
-expectations. ``tests/test_verb_table.py`` lists what an entry must give.
+expectations. ``tests/decide/test_verb_table.py`` lists what an entry must give.
 """
 
 from __future__ import annotations

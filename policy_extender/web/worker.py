@@ -49,7 +49,7 @@ handshake is done, and one for HTTP/2 with prior knowledge at once (gunicorn's o
 both only where gunicorn's HTTP/2 is configured).
 
 Built on gunicorn 27's ``ThreadWorker`` (``enqueue_req``, ``finish_request``, ``murder_pending``,
-``TConn``): ``tests/web/test_slow_clients.py`` pins it under a real gunicorn.
+``TConn``): ``tests/served/test_slow_clients.py`` pins it under a real gunicorn.
 """
 
 from __future__ import annotations

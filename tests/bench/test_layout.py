@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.test_layers import cycles
+from tests.support.imports import cycles
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 GROUPS = ("served", "cpu", "memory")

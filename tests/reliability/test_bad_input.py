@@ -15,8 +15,9 @@ import time
 import pytest
 
 from policy_extender.session.sqlite import SqliteStore
-from tests.web.conftest import SAMPLES, write_policies
-from tests.web.volcano import Server, VolcanoClient
+from tests.support.bodies import SAMPLES
+from tests.support.policies import write_policies
+from tests.support.volcano import Server, VolcanoClient
 
 pytestmark = pytest.mark.slow
 

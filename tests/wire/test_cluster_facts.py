@@ -18,7 +18,7 @@ from policy_extender.policyset.compile import compile_sources
 from policy_extender.wire import arriving, decode, node_reuse, open_stream, snapshot
 from policy_extender.wire.session_views import NO_SESSION
 
-from tests import SAMPLES
+from tests.support.bodies import SAMPLES
 
 NO_CLUSTER_READ = "filter gpu: node.idle.gpu >= task.requests.gpu\nenqueue cap: job.total_request.gpu <= 16\n"
 IDLE_READ = "enqueue research: cluster.idle.gpu >= 4\n    when job.queue_name == \"research\"\n"

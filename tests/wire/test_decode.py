@@ -15,7 +15,7 @@ from policy_extender.policyset import compile_sources
 from policy_extender.wire.paths import ALWAYS_READ
 from policy_extender.wire.structs import GO_KEYS, REQUIRED, expected, struct_for
 
-from .conftest import sample
+from tests.support.bodies import sample
 
 DECODERS = {
     "predicate": decode_predicate, "prioritize": decode_prioritize,
