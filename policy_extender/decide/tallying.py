@@ -130,7 +130,7 @@ class DecisionTally(CycleTally):
         (``logs.current``), read only for a rejection or audits, which keep it."""
         if head is None or not self.enabled:
             return
-        if self.flusher_pid is not process.pid:  # another int object only after a fork
+        if self.flusher_pid != process.pid:  # a forked child: its flusher is not running
             self.start_flusher()
         try:
             uid = _TASK_UID(task)  # a TaskView's UID, read in C

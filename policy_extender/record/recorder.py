@@ -22,6 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
+from policy_extender import process
 from policy_extender.verb_names.volcano import PREEMPTABLE, RECLAIMABLE
 
 from . import frames, redact, rotation
@@ -112,7 +113,7 @@ class Recorder:
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every queued call is written; False on timeout."""
-        if self._pid != os.getpid():
+        if self._pid != process.pid:
             return True
         deadline = time.monotonic() + timeout
         while self._queue.unfinished_tasks and time.monotonic() < deadline:
@@ -120,7 +121,7 @@ class Recorder:
         return not self._queue.unfinished_tasks
 
     def close(self, timeout: float = 30.0) -> None:
-        if self._pid != os.getpid():
+        if self._pid != process.pid:
             return
         self.flush(timeout)
         self._queue.put(_STOP)
@@ -129,7 +130,7 @@ class Recorder:
 
     def _ensure_writer(self) -> None:
         """Start this process's writer (again after a fork: threads do not survive it)."""
-        if self._pid == os.getpid():
+        if self._pid == process.pid:
             return
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue(self.queue_items)
@@ -138,7 +139,7 @@ class Recorder:
         writer = _Writer(self)
         self._thread = threading.Thread(target=writer.run, name="policy-extender-recorder",
                                         daemon=True)
-        self._pid = os.getpid()
+        self._pid = process.pid
         self._thread.start()
         atexit.register(self.close, 5.0)  # a worker's graceful exit writes what is queued
 
