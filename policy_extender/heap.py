@@ -49,7 +49,7 @@ def _libc():
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.mallopt  # noqa: B018 - glibc only
-        libc.gnu_get_libc_version  # noqa: B018
+        libc.gnu_get_libc_version  # noqa: B018 - glibc only: probes that it is glibc
     except (OSError, AttributeError):
         return None
     libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)

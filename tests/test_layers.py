@@ -287,3 +287,28 @@ def test_no_python_file_is_over_the_line_limit():
     long = {str(path.relative_to(ROOT)): n for path in files
             if (n := path.read_text(encoding="utf-8").count("\n")) > MOST_LINES}
     assert not long, f"files over {MOST_LINES} lines: {long}; split each into modules of one idea"
+
+
+def suppressions(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of each ``type: ignore`` or ``noqa`` of ``path`` that does not name its code
+    and say why (``# type: ignore[code]  # why``, ``# noqa: CODE  # why`` or ``# noqa: CODE (why)``)."""
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for marker in re.finditer(r"#\s*(type:\s*ignore|noqa)\b(.*)", line):
+            rest = marker.group(2)
+            coded = re.match(r"\[[a-z, -]+\]" if marker.group(1).startswith("type") else r":\s*[A-Z]+[0-9]+", rest)
+            if not coded or not re.search(r"[A-Za-z]{3}", rest[coded.end():]):
+                found.append((number, line.strip()))
+    return found
+
+
+def test_every_suppression_names_its_code_and_says_why():
+    wrong = {str(path.relative_to(ROOT)): found for path in modules() if (found := suppressions(path))}
+    assert not wrong, f"a type: ignore or noqa names its code and says why on its line: {wrong}"
+
+
+def test_the_suppression_reader_wants_a_code_and_a_reason(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("a = 1  # type: ignore\nb = 2  # type: ignore[arg-type]\nc = 3  # type: ignore[arg-type]  # why not\n"
+                      "d = 4  # noqa: F401\ne = 5  # noqa: F401 (re-exported)\n")
+    assert [n for n, _ in suppressions(module)] == [1, 2, 4]

@@ -9,12 +9,15 @@ for another scheduler.
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
 from policy_extender.decide.reply import Reply
 from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
 from policy_extender.errors import EvalError
+from policy_extender.lang import Program
 from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
 from policy_extender.wire import encode
@@ -24,7 +27,8 @@ from policy_extender.wire.paths import go_reads
 class PolicySet:
     """A compiled, immutable policy set; safe to share between threads."""
 
-    def __init__(self, sources: dict[str, str], program, version: str, protocol: str = "volcano"):
+    def __init__(self, sources: dict[str, str], program: Program, version: str,
+                 protocol: str = "volcano") -> None:
         checked, every_rule = program
         self._program = program
         self.sources = dict(sources)
@@ -73,7 +77,7 @@ class PolicySet:
 
     # --- decisions -------------------------------------------------------------------------------
 
-    def predicate(self, task, node, env) -> FilterDecision:
+    def predicate(self, task: object, node: object, env: object) -> FilterDecision:
         rules = self._filters
         if not rules:
             return FITS
@@ -96,7 +100,7 @@ class PolicySet:
             return constant[0]
         return FilterDecision(False, 3 if rule.unresolvable else 2, why_not(rule, c), rule.name)
 
-    def prioritize(self, task, nodes, env) -> ScoreDecision:
+    def prioritize(self, task: object, nodes: Sequence[Any], env: object) -> ScoreDecision:
         names = [n.name for n in nodes]
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
@@ -113,7 +117,7 @@ class PolicySet:
                 scores[name] += v
         return ScoreDecision(scores, per_rule)
 
-    def victims(self, kind: str, evictor, evictees, env) -> VictimDecision:
+    def victims(self, kind: str, evictor: object, evictees: Sequence[object], env: object) -> VictimDecision:
         """Permit (1) with the evictees every applicable rule passes; Abstain (0) when no rule
         applies to any evictee. When rules applied and refused every evictee ("no evictee
         qualifies"), the answer is Permit with no victims (Volcano ends the tier there with no
@@ -147,7 +151,7 @@ class PolicySet:
             return VictimDecision(0, [], reasons)
         return VictimDecision(1, victims, reasons)
 
-    def enqueueable(self, job, env) -> StatusDecision:
+    def enqueueable(self, job: object, env: object) -> StatusDecision:
         c = Context(env, [None] * self.slots, _job=job)
         permit = None
         for rule in self._rules("enqueue"):
@@ -164,7 +168,7 @@ class PolicySet:
             return StatusDecision(1, permit.name, why(permit, c))
         return StatusDecision(0)
 
-    def overused(self, queue, env) -> BoolDecision:
+    def overused(self, queue: object, env: object) -> BoolDecision:
         c = Context(env, [None] * self.slots, _queue=queue)
         for rule in self._rules("overused"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
@@ -173,7 +177,7 @@ class PolicySet:
                 return BoolDecision(True, rule.name, why(rule, c))
         return BoolDecision(False)
 
-    def ready(self, job, env) -> BoolDecision:
+    def ready(self, job: object, env: object) -> BoolDecision:
         c = Context(env, [None] * self.slots, _job=job)
         for rule in self._rules("ready"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):

@@ -10,11 +10,15 @@ expectations. ``tests/decide/test_verb_table.py`` lists what an entry must give.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from policy_extender.decide import audit, session_verbs
+from policy_extender.decide.audit import Audited
+from policy_extender.decide.decisions import Decision
+from policy_extender.decide.reply import Reply
 from policy_extender.decide.tally_shapes import (VICTIMS, PredicateShape, ScoreShape, Shape, VoteShape, object_name,
                                                  shapes_of)
+from policy_extender.decide.worker_state import WorkerState
 from policy_extender.verb_names import volcano as names
 from policy_extender.wire import compact, decode, encode
 
@@ -25,10 +29,10 @@ class Verb:
 
     name: str                                  # the verb kind (Volcano's ``extender.<name>Verb``, or kube_table's)
     decode: Callable[..., Any]                 # (body, reads, env) -> request of wire views
-    decide: Callable[[Any, Any, Any], Any] | None = None  # (policy set, request, env) -> decision
+    decide: Callable[[Any, Any, Any], Decision] | None = None  # (policy set, request, env) -> decision
     encode: Callable[[Any, Any], bytes] | None = None     # (decision, request) -> Go response JSON
     outcome: Callable[[Any], str] = lambda decision: ""   # the word logged and counted
-    audit: Callable[[Any, Any, Any], Any] | None = None   # (policy set, request, env) -> audit.Audited's
+    audit: Callable[[Any, Any, Any], Sequence[Audited]] | None = None  # (policy set, request, env) -> audit.Audited's
     tally: Shape | None = None                 # how its calls are tallied and shown by /why (tallying.py)
     decision: str = ""                         # the decision's name in policies and fixtures
     rule_kinds: tuple[str, ...] = ()           # the rule kinds that decide it, in order
@@ -39,7 +43,7 @@ class Verb:
     answer_key: str = ""                       # vote: the answer's key (``status``, ``overused``)
     value_name: str = ""                       # vote: what ``expect:`` calls that value
     subject: Callable[[Any], Any] | None = None  # the task whose job must be in the snapshot
-    handle: Callable[[Any, bytes], Any] | None = None  # the handler of a verb that decides nothing
+    handle: Callable[[WorkerState, bytes], Reply] | None = None  # the handler of a verb that decides nothing
     protocol: str = "volcano"                  # the scheduler calling it (``PolicySet.for_protocol``)
     error_in_answer: Callable[[str], bytes] | None = None  # a failure to decide as a 200 answer saying so
     error_body: Callable[[str], bytes] | None = None       # the body of an error status (None: {"error": ...})

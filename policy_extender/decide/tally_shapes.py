@@ -71,14 +71,15 @@ class PredicateShape(Shape):
         self.keys = (verb,)
         self.path = path  # its entries' first path element
 
-    def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
+    def record(self, tally: Any, head: Any, verb: str, request: Any, decision: Any, outcome: str,
+               audits: Sequence[Any], request_id: str) -> None:
         tally.record_predicate(head, request.task, decision, audits, request_id)
 
-    def section(self, counts, notes):
+    def section(self, counts: dict[str, int], notes: dict[str, str]) -> dict[str, Any]:
         path = self.path
         if path not in counts:
             return {}
-        rejected = {}
+        rejected: dict[str, dict[str, Any]] = {}
         for k, n in counts.items():
             parts = k.split(SEP)
             if parts[:2] == [path, "rej"]:
@@ -86,7 +87,7 @@ class PredicateShape(Shape):
         return {self.keys[0]: {"answers": counts[path], "fit": counts.get(path + FIT, 0),
                                "rejected_by": dict(sorted(rejected.items(), key=lambda i: -i[1]["count"]))}}
 
-    def lines(self, heading, data):
+    def lines(self, heading: str, data: dict[str, Any]) -> list[str]:
         if self.keys[0] not in data:
             return []
         p = data[self.keys[0]]
@@ -100,7 +101,8 @@ class NodesFilterShape(PredicateShape):
     """A filter of many nodes in one call (kube-scheduler's): each node checked counts as one
     answer, under ``path``, shown as the predicate's are."""
 
-    def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
+    def record(self, tally: Any, head: Any, verb: str, request: Any, decision: Any, outcome: str,
+               audits: Sequence[Any], request_id: str) -> None:
         if head is None or not tally.enabled:
             return
         tally.started()
@@ -133,7 +135,8 @@ class ScoreShape(Shape):
         self.keys = (verb,)
         self.path = path  # its entries' first path element
 
-    def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
+    def record(self, tally: Any, head: Any, verb: str, request: Any, decision: Any, outcome: str,
+               audits: Sequence[Any], request_id: str) -> None:
         if head is None or not tally.enabled:
             return
         tally.started()
@@ -151,13 +154,13 @@ class ScoreShape(Shape):
             if audits:
                 add_audits(c, prefix, audits, request_id)
 
-    def section(self, counts, notes):
+    def section(self, counts: dict[str, int], notes: dict[str, str]) -> dict[str, Any]:
         if self.path not in counts:
             return {}
         top = notes.get(self.path + SEP + "top")
         return {self.keys[0]: {"calls": counts[self.path], "top_nodes": json.loads(top) if top else []}}
 
-    def lines(self, heading, data):
+    def lines(self, heading: str, data: dict[str, Any]) -> list[str]:
         if self.keys[0] not in data:
             return []
         s = data[self.keys[0]]
@@ -176,7 +179,8 @@ class VictimsShape(Shape):
         self.keys = (key,)
         self.paths = (evictor_path, evictee_path)  # its entries' first path elements
 
-    def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
+    def record(self, tally: Any, head: Any, verb: str, request: Any, decision: Any, outcome: str,
+               audits: Sequence[Any], request_id: str) -> None:
         if head is None or not tally.enabled:
             return
         tally.started()
@@ -206,7 +210,7 @@ class VictimsShape(Shape):
                 c.add(other + refused)
                 c.first(other + refused, decision.reasons[i], request_id)
 
-    def section(self, counts, notes):
+    def section(self, counts: dict[str, int], notes: dict[str, str]) -> dict[str, Any]:
         evictor_path, evictee_path = self.paths
         victims: dict[str, dict] = {}
         for path, n in counts.items():
@@ -221,7 +225,7 @@ class VictimsShape(Shape):
                     entry[{"protect": "protected_example"}.get(parts[2], parts[2] + "_example")] = notes[path]
         return {self.keys[0]: victims} if victims else {}
 
-    def lines(self, heading, data):
+    def lines(self, heading: str, data: dict[str, Any]) -> list[str]:
         lines = []
         for verb, v in (data.get(self.keys[0]) or {}).items():
             parts = []
@@ -252,7 +256,8 @@ class VoteShape(Shape):
         self.words = words        # outcome -> its words in `policy-extender why`, deciding first
         self.log_words = logged   # outcome -> what its INFO line calls it
 
-    def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
+    def record(self, tally: Any, head: Any, verb: str, request: Any, decision: Any, outcome: str,
+               audits: Sequence[Any], request_id: str) -> None:
         if head is None or not tally.enabled:
             return
         tally.started()
@@ -275,7 +280,7 @@ class VoteShape(Shape):
     def logged(self, outcome: str) -> str | None:
         return self.log_words(outcome)
 
-    def section(self, counts, notes):
+    def section(self, counts: dict[str, int], notes: dict[str, str]) -> dict[str, Any]:
         answers: dict[str, int] = {}
         rules: dict[str, dict] = {}
         for path, n in counts.items():
@@ -288,7 +293,7 @@ class VoteShape(Shape):
                 rules.setdefault(parts[1], {})[parts[2]] = {"count": n, "reason": notes.get(path, "")}
         return {self.keys[0]: {"answers": answers, "by_rule": rules}} if answers else {}
 
-    def lines(self, heading, data):
+    def lines(self, heading: str, data: dict[str, Any]) -> list[str]:
         if self.keys[0] not in data:
             return []
         return [f"{heading}: " + _answers(self.keys[0], data[self.keys[0]], self.words)]
@@ -298,7 +303,8 @@ class PerNodeVictimsShape(VictimsShape):
     """Victims asked for many nodes in one call (kube-scheduler's preempt): each node's answer
     is recorded as one victims answer (``request.nodes[i].pods``, ``decision.per_node[i]``)."""
 
-    def record(self, tally, head, verb, request, decision, outcome, audits, request_id) -> None:
+    def record(self, tally: Any, head: Any, verb: str, request: Any, decision: Any, outcome: str,
+               audits: Sequence[Any], request_id: str) -> None:
         if head is None or not tally.enabled:
             return
         tally.started()

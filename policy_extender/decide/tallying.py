@@ -46,7 +46,7 @@ import threading
 import time
 from collections import Counter
 from itertools import compress
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Sequence
 
 from policy_extender import process
 from policy_extender.decide.tally_shapes import FIT, REJ, add_audits, describe, object_name, shapes_of
@@ -121,7 +121,8 @@ class DecisionTally(CycleTally):
         self._names: dict[str, str] = {}  # task UID -> object_name
         self._fold_lock = threading.Lock()
 
-    def record_predicate(self, head, task, decision, audits=(), request_id: str | None = None) -> None:
+    def record_predicate(self, head: Any, task: Any, decision: Any, audits: Sequence[Any] = (),
+                         request_id: str | None = None) -> None:
         """The hot path (one call per node per task): the task's name (from a cache by UID) and
         the call's values added to a flat list with one ``extend``, no lock (``list.extend`` with
         a tuple is atomic), nothing the garbage collector tracks. The flusher folds them into the
@@ -226,7 +227,7 @@ class DecisionTally(CycleTally):
 
     # -- reading (GET /why) ---------------------------------------------------------------------
 
-    def why(self, kind: str, obj: str, head=None) -> dict:
+    def why(self, kind: str, obj: str, head: Any = None) -> dict:
         """Every kept cycle's entries about one object, newest cycle first (``GET /why``). A job
         also lists the tasks named ``<job name>-...`` in its namespace (Volcano names a job's
         pods ``<job>-<task>-<index>``), at most ``TASKS_SHOWN`` of them."""
@@ -270,7 +271,7 @@ class DecisionTally(CycleTally):
         return {task: describe(self.shapes, "task", c, n) for task, (c, n) in sorted(by_task.items())}
 
 
-def _per_session(heads: list, *columns: list):
+def _per_session(heads: list, *columns: list) -> Iterator[tuple[Any, tuple[list, ...]]]:
     """(head, columns) per cycle of the calls: one group when every call saw the same head."""
     if heads.count(heads[0]) == len(heads):
         yield heads[0], columns

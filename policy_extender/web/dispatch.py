@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import mmap
 import time
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from policy_extender import metrics, trace
 from policy_extender.decide.handlers import respond
@@ -184,7 +184,7 @@ class AnswerThenRelease:
     def __init__(self, answer: bytes, body: mmap.mmap) -> None:
         self._answer, self._body = answer, body
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         yield self._answer
 
     def close(self) -> None:

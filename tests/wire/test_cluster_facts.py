@@ -38,7 +38,11 @@ def stored_snapshot(sources: dict[str, str]) -> tuple[dict, Exchanger]:
     exchanger = Exchanger(compile_sources(sources))
     exchanger.open_session(open_body())
     store = exchanger.service.sessions
-    return msgspec.msgpack.decode(store.snapshot(store.head().session_id)), exchanger
+    head = store.head()
+    assert head is not None
+    snapshot = store.snapshot(head.session_id)
+    assert snapshot is not None
+    return msgspec.msgpack.decode(snapshot), exchanger
 
 
 def test_a_set_that_reads_no_cluster_fact_keeps_no_node_in_the_snapshot():
