@@ -17,6 +17,7 @@ import pytest
 from policy_extender import cli
 from policy_extender.fixture_runner.exchange import CaseError, Exchanger
 from policy_extender.policyset import load_directories
+from policy_extender.verb_names.volcano import VERB_KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -27,8 +28,7 @@ VOLCANO = (ROOT / "docs" / "volcano.md").read_text(encoding="utf-8")
 GUIDES = ["README.md", "CONTRIBUTING.md", "docs/tutorial.md", "docs/volcano.md", "docs/development.md"]
 #: What the walkthrough makes itself (a user's own directory, a recording, a candidate set).
 MADE_BY_THE_WALKTHROUGH = {"my-policies", "rec", "candidate", "recorded"}
-VERBS = ["onSessionOpen", "onSessionClose", "predicate", "prioritize", "preemptable", "reclaimable",
-         "jobEnqueueable", "jobEnqueued", "queueOverused", "jobReady", "allocateFunc", "deallocateFunc"]
+VERBS = list(VERB_KINDS)  # a sample body per verb of the table
 
 
 def named_paths(text: str, where: str = ".") -> list[str]:

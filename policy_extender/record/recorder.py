@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from policy_extender import process
-from policy_extender.verb_names.volcano import PREEMPTABLE, RECLAIMABLE
+from policy_extender.decide.verbs import EVERY_VERB
 
 from . import frames, redact, rotation
 
@@ -200,8 +200,9 @@ class _Writer:
         return redact.redact_body(body, kinds, self._keys(version))
 
     def _redacted_response(self, verb: str, body: bytes, version: str) -> bytes:
-        """Victims answers carry whole TaskInfos: redacted like requests."""
-        return self._redacted(body, version) if verb in (PREEMPTABLE, RECLAIMABLE) else body
+        """An answer that carries whole objects (victims answers: TaskInfos), redacted like requests."""
+        entry = EVERY_VERB.get(verb)
+        return self._redacted(body, version) if entry is not None and entry.redact_answer else body
 
     def _keys(self, version: str) -> frozenset[str]:
         if version not in self.keys_by_version:

@@ -139,10 +139,15 @@ def test_the_tally_shows_each_deciding_verb_by_its_entrys_shape():
 
 
 #: modules that once switched on the verb (observe.AFTER, audit.evaluate, Tally.record_*,
-#: why.describe, the builder named by a string): they reach a verb through its entry now
-THROUGH_THE_TABLE = ["decide/observe.py", "decide/audit.py", "decide/tallying.py", "decide/tally_shapes.py",
-                     "decide/policy_set.py",
-                     "decide/rules.py", "session/tally.py", "commands/why.py", "fixture_runner/bodies.py"]
+#: why.describe, the builder named by a string, web's streamed verbs and notable calls, record's
+#: head reads and redacted answers): they reach a verb through its entry now; and every module of
+#: web/ and record/, which serve and record a call by what its entry says (``Verb.session``,
+#: ``stream``, ``notable``, ``redact_answer``)
+THROUGH_THE_TABLE = sorted({"decide/observe.py", "decide/audit.py", "decide/tallying.py", "decide/tally_shapes.py",
+                            "decide/policy_set.py", "decide/rules.py", "decide/verbs.py", "decide/worker_state.py",
+                            "session/tally.py", "commands/why.py", "fixture_runner/bodies.py",
+                            *(str(p.relative_to(PACKAGE)) for folder in ("web", "record")
+                              for p in (PACKAGE / folder).glob("*.py"))})
 
 
 @pytest.mark.parametrize("module", THROUGH_THE_TABLE)
@@ -150,10 +155,22 @@ def test_the_code_around_the_table_never_names_a_verb(module):
     tree = ast.parse((PACKAGE / module).read_text(encoding="utf-8"))
     imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
-    for names in (NAMES, kube_scheduler):
-        assert not [m for m in imported if m and m.split(".")[-1] == names.__name__.split(".")[-1]], \
-            f"{module} imports the verb names ({names.__name__})"
+    assert not [m for m in imported if m and "verb_names" in m.split(".")], f"{module} imports the verb names"
     literals = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
     kinds = set(VERB_KINDS) | set(kube_scheduler.VERB_KINDS)
     assert not literals & kinds, f"{module} writes a verb's name: {sorted(literals & kinds)}"
     assert not [node for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in _NAME_CONSTANTS]
+
+
+def test_how_a_verb_is_served_and_recorded_is_in_its_entry():
+    every = {**VERBS, **KUBE_VERBS}
+    assert {v.session for v in every.values()} <= {table.SESSION_CACHE, table.SESSION_STORE, table.SESSION_OPENS,
+                                                   table.SESSION_NONE}
+    # exactly one verb opens the session; kube-scheduler's have none; a verb that reads the store
+    # itself decides nothing (its handler is its own)
+    assert [n for n, v in every.items() if v.session == table.SESSION_OPENS] == [NAMES.ON_SESSION_OPEN]
+    assert all(v.session == table.SESSION_NONE for v in KUBE_VERBS.values())
+    assert all(v.handle is not None and v.decide is None for v in every.values() if v.session == table.SESSION_STORE)
+    # the bodies that grow with the cluster are decoded while they arrive; victims answers are redacted
+    assert {n for n, v in every.items() if v.stream is not None} == {NAMES.ON_SESSION_OPEN, NAMES.PRIORITIZE}
+    assert {n for n, v in every.items() if v.redact_answer} == {NAMES.PREEMPTABLE, NAMES.RECLAIMABLE}
