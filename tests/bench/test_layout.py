@@ -5,6 +5,7 @@ two modules importing each other, even through others or inside a function."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from tests.support.imports import cycles
@@ -43,3 +44,13 @@ def test_a_group_imports_the_harness_not_another_group_s_runner():
     top = [m for m in graph if m.count(".") == 1 and m not in ("bench.scenarios", "bench.__main__")]
     wrong = {m: sorted(t for t in graph[m] if t.split(".")[1] in GROUPS) for m in top}
     assert not any(wrong.values()), f"harness modules importing group scripts: {wrong}"
+
+
+def test_every_bench_module_the_docs_run_exists():
+    root = BENCH.parent
+    pages = [root / "BENCHMARKS.md", root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    named = {m for page in pages for m in re.findall(r"python -m (bench(?:\.\w+)*)", page.read_text(encoding="utf-8"))}
+    assert "bench" in named and "bench.cpu.paired" in named  # the reader found them
+    missing = sorted(m for m in named if not (root.joinpath(*m.split(".")).with_suffix(".py").is_file()
+                                             or (root.joinpath(*m.split(".")) / "__main__.py").is_file()))
+    assert not missing, f"the docs run bench modules that do not exist: {missing}"
