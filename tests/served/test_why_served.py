@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.bodies import SAMPLES
 from tests.support.policies import write_policies
-from tests.support.volcano import REPO, RedisServer, Server, VolcanoClient
+from tests.support.volcano import REPO, RedisServer, Server, VolcanoClient, served
 
 POLICIES = {"a.policy": """\
 filter zone-ok: node.labels.zone != "b"
@@ -63,20 +63,12 @@ def predicate_body(i: int, labels: dict) -> bytes:
 
 @pytest.fixture(params=["sqlite", "redis"])
 def service(request, tmp_path):
-    redis = RedisServer(tmp_path) if request.param == "redis" else None
-    store = redis.url if redis else f"sqlite:{tmp_path / 'sessions.sqlite3'}"
     # a 2 s store timeout, not 0.25: this counts decisions; a loaded CI host once stalled a read
     # past 0.25 s and /why rightly answered 503 (what a slow store does is tested elsewhere)
-    srv = Server(tmp_path, write_policies(tmp_path / "policies", POLICIES), store, workers=2,
-                 extra_args=("--tally-flush-seconds", str(FLUSH), "--tally-cycles", "3",
-                             *(("--redis-timeout", "2") if redis else ())))
-    try:
-        srv.wait_ready()
+    extra = ("--tally-flush-seconds", str(FLUSH), "--tally-cycles", "3",
+             *(("--redis-timeout", "2") if request.param == "redis" else ()))
+    with served(tmp_path, write_policies(tmp_path / "policies", POLICIES), request.param, extra_args=extra) as srv:
         yield srv
-    finally:
-        srv.stop()
-        if redis:
-            redis.stop()
 
 
 def run_cycle(volcano: VolcanoClient, rounds: int, enqueue_calls: int, close: bool = True) -> dict:

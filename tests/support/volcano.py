@@ -207,12 +207,13 @@ class RedisServer:
 
 
 @contextmanager
-def served(state_dir: Path, policy_dir: Path, store_kind: str, workers: int = 2) -> Iterator[Server]:
+def served(state_dir: Path, policy_dir: Path, store_kind: str, workers: int = 2,
+           extra_args: Iterable[str] = ()) -> Iterator[Server]:
     """A ready ``Server`` on a SQLite file of its own or on a real redis-server of its own
-    (``store_kind`` "sqlite" or "redis"), both always stopped."""
+    (``store_kind`` "sqlite" or "redis"), both always stopped; ``extra_args`` go to ``serve``."""
     redis = RedisServer(state_dir) if store_kind == "redis" else None
     store = redis.url if redis else f"sqlite:{Path(state_dir) / 'sessions.sqlite3'}"
-    srv = Server(state_dir, policy_dir, store, workers=workers)
+    srv = Server(state_dir, policy_dir, store, workers=workers, extra_args=tuple(extra_args))
     try:
         srv.wait_ready()
         yield srv
