@@ -338,7 +338,7 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
     if status_code != 200:
         rule = outcome = ""
     pending = _pending
-    if pending.flusher_pid is not process.pid:  # another int object only after a fork
+    if pending.flusher_pid != process.pid:  # a forked child: its flusher is not running
         start_flusher()
     calls = pending.calls
     calls.extend((verb, status_code, seconds, body_bytes, rule, outcome))  # one atomic extend

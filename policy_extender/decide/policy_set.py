@@ -10,6 +10,7 @@ for another scheduler.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Sequence
 
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
@@ -17,6 +18,7 @@ from policy_extender.decide.reply import Reply
 from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
 from policy_extender.errors import EvalError
+from policy_extender.lang import Program
 from policy_extender.lang.budget import current as current_budget
 from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
@@ -27,8 +29,9 @@ from policy_extender.wire.paths import go_reads
 class PolicySet:
     """A compiled, immutable policy set; safe to share between threads."""
 
-    def __init__(self, sources: dict[str, str], program, version: str, protocol: str = "volcano"):
-        checked, every_rule = program[0], program[1]
+    def __init__(self, sources: dict[str, str], program: Program, version: str,
+                 protocol: str = "volcano") -> None:
+        checked, every_rule = program.checked, program.rules
         self._program = program
         #: each rule's estimated cost per call (``lang.cost``), in rule order: what ``check --cost`` shows
         self.costs = tuple(getattr(program, "costs", ()))
@@ -75,11 +78,11 @@ class PolicySet:
     def alone(self, name: str) -> PolicySet:
         """The same set with the rule ``name`` deciding alone (enforced, even when it is an audit
         rule): what ``check --scale`` times rule by rule. KeyError when the set has no such rule."""
-        rule = next((r for r in self._program[1] if r.name == name), None)
+        rule = next((r for r in self._program.rules if r.name == name), None)
         if rule is None:
             raise KeyError(name)
-        return PolicySet(self.sources, (self._program[0], [dataclasses.replace(rule, audit=False)]),
-                         self.version, self.protocol)
+        alone = self._program._replace(rules=[dataclasses.replace(rule, audit=False)])
+        return PolicySet(self.sources, alone, self.version, self.protocol)
 
     def _rules(self, *kinds: str) -> list[CompiledRule]:
         return [r for kind in kinds for r in self._by_kind.get(kind, ())] if len(kinds) > 1 \
@@ -87,7 +90,7 @@ class PolicySet:
 
     # --- decisions -------------------------------------------------------------------------------
 
-    def predicate(self, task, node, env) -> FilterDecision:
+    def predicate(self, task: object, node: object, env: object) -> FilterDecision:
         rules = self._filters
         if not rules:
             return FITS
@@ -110,7 +113,7 @@ class PolicySet:
             return constant[0]
         return FilterDecision(False, 3 if rule.unresolvable else 2, why_not(rule, c), rule.name)
 
-    def prioritize(self, task, nodes, env) -> ScoreDecision:
+    def prioritize(self, task: object, nodes: Sequence[Any], env: object) -> ScoreDecision:
         names = [n.name for n in nodes]
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
@@ -127,7 +130,7 @@ class PolicySet:
                 scores[name] += v
         return ScoreDecision(scores, per_rule)
 
-    def victims(self, kind: str, evictor, evictees, env) -> VictimDecision:
+    def victims(self, kind: str, evictor: object, evictees: Sequence[object], env: object) -> VictimDecision:
         """Permit (1) with the evictees every applicable rule passes; Abstain (0) when no rule
         applies to any evictee. When rules applied and refused every evictee ("no evictee
         qualifies"), the answer is Permit with no victims (Volcano ends the tier there with no
@@ -162,7 +165,7 @@ class PolicySet:
             return VictimDecision(0, [], reasons)
         return VictimDecision(1, victims, reasons)
 
-    def enqueueable(self, job, env) -> StatusDecision:
+    def enqueueable(self, job: object, env: object) -> StatusDecision:
         c = Context(env, [None] * self.slots, _job=job)
         permit = None
         for rule in self._rules("enqueue"):
@@ -179,7 +182,7 @@ class PolicySet:
             return StatusDecision(1, permit.name, why(permit, c))
         return StatusDecision(0)
 
-    def overused(self, queue, env) -> BoolDecision:
+    def overused(self, queue: object, env: object) -> BoolDecision:
         c = Context(env, [None] * self.slots, _queue=queue)
         for rule in self._rules("overused"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
@@ -188,7 +191,7 @@ class PolicySet:
                 return BoolDecision(True, rule.name, why(rule, c))
         return BoolDecision(False)
 
-    def ready(self, job, env) -> BoolDecision:
+    def ready(self, job: object, env: object) -> BoolDecision:
         c = Context(env, [None] * self.slots, _job=job)
         for rule in self._rules("ready"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):

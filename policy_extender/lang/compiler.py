@@ -314,7 +314,7 @@ class Compiler:
         source = self.indexed(node, slot)
         if source is None:
             items = self.expr(node.iterable)
-            source = lambda c: _elements(c, items, span)  # noqa: E731
+            source = lambda c: _elements(c, items, span)  # noqa: E731 - a closure like the indexed source
         return _AGGREGATES[node.func](source, elem, cond, slot, span, bool_elem)
 
     # --- the index of session.allocations / session.evictions ---------------------------------------

@@ -76,7 +76,7 @@ class Pattern(NamedTuple):
     ``search`` is the ``Match`` of a one-pattern unanchored ``re2.Set`` (RE2's DFA, no match
     object built): 0.9 us a call against 5.2 us for ``re2.compile(p).search`` (the binding
     builds a match object and its offsets in Python) and 0.2 us for Python's ``re`` on
-    ``^gpu-node-[0-9]+$``; see bench/regex.py."""
+    ``^gpu-node-[0-9]+$``; see bench/cpu/regex.py."""
 
     source: str
     search: Callable[[str], object]

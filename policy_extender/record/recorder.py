@@ -24,7 +24,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
-from policy_extender.verb_names.volcano import PREEMPTABLE, RECLAIMABLE
+from policy_extender import process
+from policy_extender.decide.verbs import EVERY_VERB
 
 from . import frames, redact, rotation
 
@@ -114,7 +115,7 @@ class Recorder:
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every queued call is written; False on timeout."""
-        if self._pid != os.getpid():
+        if self._pid != process.pid:
             return True
         deadline = time.monotonic() + timeout
         while self._queue.unfinished_tasks and time.monotonic() < deadline:
@@ -122,7 +123,7 @@ class Recorder:
         return not self._queue.unfinished_tasks
 
     def close(self, timeout: float = 30.0) -> None:
-        if self._pid != os.getpid():
+        if self._pid != process.pid:
             return
         self.flush(timeout)
         self._queue.put(_STOP)
@@ -131,7 +132,7 @@ class Recorder:
 
     def _ensure_writer(self) -> None:
         """Start this process's writer (again after a fork: threads do not survive it)."""
-        if self._pid == os.getpid():
+        if self._pid == process.pid:
             return
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue(self.queue_items)
@@ -140,7 +141,7 @@ class Recorder:
         writer = _Writer(self)
         self._thread = threading.Thread(target=writer.run, name="policy-extender-recorder",
                                         daemon=True)
-        self._pid = os.getpid()
+        self._pid = process.pid
         self._thread.start()
         atexit.register(self.close, 5.0)  # a worker's graceful exit writes what is queued
 
@@ -201,8 +202,9 @@ class _Writer:
         return redact.redact_body(body, kinds, self._keys(version))
 
     def _redacted_response(self, verb: str, body: bytes, version: str) -> bytes:
-        """Victims answers carry whole TaskInfos: redacted like requests."""
-        return self._redacted(body, version) if verb in (PREEMPTABLE, RECLAIMABLE) else body
+        """An answer that carries whole objects (victims answers: TaskInfos), redacted like requests."""
+        entry = EVERY_VERB.get(verb)
+        return self._redacted(body, version) if entry is not None and entry.redact_answer else body
 
     def _keys(self, version: str) -> frozenset[str]:
         if version not in self.keys_by_version:

@@ -26,7 +26,7 @@ The map is advised ``MADV_HUGEPAGE`` (configuration ``huge_pages``, on by defaul
 kernel's transparent huge pages are ``madvise`` or ``always`` (the usual defaults), the body is
 faulted in 2 MiB pages, 128 faults for 256 MB instead of 65,536. Receiving 256 MB over a local
 socket: median 73 ms against 130 ms, 72 ms of system time against 128 (``python -m
-bench.huge_pages``). Off, or where the kernel has them ``never``, 4 KiB pages as before.
+bench.memory.huge_pages``). Off, or where the kernel has them ``never``, 4 KiB pages as before.
 
 A map is kept for the next body of about its size (``give_back``, configuration
 ``keep_body_maps``, on by default): receiving into memory touched before costs no page fault,

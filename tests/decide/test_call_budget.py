@@ -4,7 +4,7 @@ Prioritize evaluates each score rule once per node. With a budget per evaluation
 in ``cluster.nodes`` visited N x N elements in one call (1.5 s at 1,000 nodes) and a quadratic
 one N^3 (not finished in 300 s). Now every evaluation of a call draws on one budget of
 ``MAX_WORK`` elements (E512), and a call Volcano gave up on stops at its deadline (E513). The
-cases assert counts and codes; how long they took before and after is ``python -m bench.call_budget``.
+cases assert counts and codes; how long they took before and after is ``python -m bench.cpu.call_budget``.
 """
 
 from __future__ import annotations

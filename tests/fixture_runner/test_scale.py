@@ -13,7 +13,7 @@ import pytest
 from policy_extender.fixture_runner.scale import Bench, Scale, generate
 from policy_extender.policyset import compile_sources
 
-from .conftest import REPO
+from tests.support.fixture_dirs import REPO
 
 RULES = """\
 score linear: count(m for m in cluster.nodes if m.ready)

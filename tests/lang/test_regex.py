@@ -1,7 +1,7 @@
 """matches() runs on RE2 (lang/regex.py): the patterns that made Python's backtracking ``re``
 exponential or cubic now compile to the linear-time engine, and the constructs RE2 lacks are
 refused when the policy loads, at the pattern's file:line:col, with what to write instead.
-(Timings, before and after: ``python -m bench.regex``; here only answers and codes.)"""
+(Timings, before and after: ``python -m bench.cpu.regex``; here only answers and codes.)"""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ def prepared_pattern(pattern: str) -> regex.Pattern:
     """The pattern of a one-rule set, as the checker prepared it for the compiled rule."""
     program = compile_sources({"r.policy": f"filter r: matches(task.name, {pattern!r})\n"})._program
     [prepared] = program.checked.prepared.values()
+    assert isinstance(prepared, regex.Pattern)
     return prepared
 
 

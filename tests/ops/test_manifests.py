@@ -33,14 +33,8 @@ KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 #: Every argument of Volcano's extender plugin (pkg/scheduler/plugins/extender/extender.go).
-EXTENDER_ARGUMENTS = {
-    "extender.urlPrefix", "extender.httpTimeout", "extender.onSessionOpenVerb",
-    "extender.onSessionCloseVerb", "extender.predicateVerb", "extender.prioritizeVerb",
-    "extender.preemptableVerb", "extender.reclaimableVerb", "extender.queueOverusedVerb",
-    "extender.jobEnqueueableVerb", "extender.jobEnqueuedVerb", "extender.jobReadyVerb",
-    "extender.allocateFuncVerb", "extender.deallocateFuncVerb", "extender.ignorable",
-    "extender.managedResources",
-}
+EXTENDER_ARGUMENTS = {"extender.urlPrefix", "extender.httpTimeout", "extender.ignorable", "extender.managedResources",
+                      *(f"extender.{kind}Verb" for kind in VERB_KINDS)}  # a verb of the table each
 #: Left out of the shipped conf on purpose (its comment says why: with ignorable: true a failed
 #: jobReady call answers false and stops allocation); tests/tiers checks that it stays out.
 UNREGISTERED = {"extender.jobReadyVerb"}

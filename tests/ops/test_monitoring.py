@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import SAMPLES
+from tests.support.bodies import SAMPLES
 from tests.ops.test_image import free_port
 from tests.ops.test_manifests import K8S, one
 from tests.ops.test_serve import get, service, worker_pids  # noqa: F401  (service is a fixture)

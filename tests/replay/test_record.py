@@ -10,7 +10,7 @@ import stat
 from policy_extender.record import frames
 from policy_extender.replay.reading import read_cycles
 from policy_extender.record.recorder import Recorder, sampled
-from tests.replay.conftest import RECORDED, cycle_calls
+from tests.support.recorded import cycle_calls, RECORDED
 
 ENV_POLICY = {"cycle.policy": RECORDED["cycle.policy"] + """\
 filter protected: task.annotations["scheduling.example.com/protected"] == "true"
@@ -65,7 +65,7 @@ def test_without_redaction_values_are_kept(record):
 
 
 def test_redacted_recording_still_replays_the_same(record, replay, tmp_path):
-    from tests.replay.conftest import write_policies
+    from tests.support.policies import write_policies
     recording = record(ENV_POLICY, record_redact=("annotations", "env"))
     status, out, _ = replay(recording, "--policies", write_policies(tmp_path / "same", ENV_POLICY))
     assert status == 0, out

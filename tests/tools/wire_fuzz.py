@@ -132,7 +132,7 @@ def served_differences(bodies: int, seed: int, policy_dir: Path = ROOT / "polici
     from policy_extender.config import Config
     from policy_extender.decide.handlers import respond
     from policy_extender.web import create_app
-    from tests.web.volcano import Server
+    from tests.support.volcano import Server
 
     samples = {verb: json.loads((SAMPLES / f"{verb}.json").read_text()) for verb in (OPEN, "predicate", "prioritize")}
     rng = random.Random(seed)

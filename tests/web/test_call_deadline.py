@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from policy_extender.wire import compact
-from tests.web.conftest import post
+from tests.support.app import post
 
 POLICY = {"cost.policy": "score linear: count(m for m in cluster.nodes if m.ready)\n"}
 
