@@ -3,6 +3,7 @@ package main
 // A scenario run and its comparison with the expected outcome.
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -22,6 +23,14 @@ type Result struct {
 	Failed   map[string]int
 	Problems []string
 	Err      error
+	// WhyText is what `why` printed per name of expect.why; Victims the proxy's victim calls;
+	// Tiers the conf's victim switches; ServiceLog the service's log (-json mode).
+	WhyText    map[string]string
+	Victims    []VictimCall
+	Tiers      [][]PluginSwitches
+	ServiceLog string
+	Decisions  []string
+	VictimWhy  map[string]json.RawMessage
 }
 
 // OK says whether the scenario passed.
@@ -69,7 +78,10 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 	if confFile == "" {
 		confFile = "docker/k8s/sidecar/volcano-scheduler.conf"
 	}
-	actions, tiers, configurations, err := LoadConf(filepath.Join(repo, confFile), s.Actions, proxy.URL, s.Extender)
+	if !filepath.IsAbs(confFile) {
+		confFile = filepath.Join(repo, confFile)
+	}
+	actions, tiers, configurations, err := LoadConf(confFile, s.Actions, proxy.URL, s.Extender)
 	if err != nil {
 		r.Err = err
 		return r
@@ -86,8 +98,17 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 		r.Err = err
 		return r
 	}
-	r.Calls, r.Failed = proxy.Calls(), proxy.Failures()
+	r.Tiers = switchesOf(tiers)
+	r.Calls, r.Failed, r.Victims = proxy.Calls(), proxy.Failures(), proxy.VictimCalls()
 	want := s.Expect.For(release)
+	if jsonMode { // policy-extender compares; the harness reports what happened
+		r.checkWhy(want.Why, svc, command)
+		r.Problems = nil
+		r.Decisions = decisionLines(svc.URL)
+		r.VictimWhy = victimWhy(svc.URL, r.Victims)
+		r.ServiceLog = svc.Log()
+		return r
+	}
 	r.check(want)
 	r.checkWhy(want.Why, svc, command)
 	if !r.OK() {
@@ -159,8 +180,10 @@ func (r *Result) checkWhy(want map[string][]string, svc *harness.Service, comman
 	}
 	sort.Strings(names)
 	time.Sleep(200 * time.Millisecond) // the tally is flushed every 50 ms (--tally-flush-seconds)
+	r.WhyText = map[string]string{}
 	for _, name := range names {
 		text, err := svc.Why(command, name)
+		r.WhyText[name] = text
 		for _, line := range want[name] {
 			if !strings.Contains(text, line) {
 				r.problem("why %s: expected a line containing %q; it said (%v):\n%s", name, line, err, indent(text))

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -26,6 +27,7 @@ func main() {
 	bind := flag.String("bind", "127.0.0.1:0", "benchmark (internal): the address of -serve-extender")
 	benchCycle := flag.String("bench-cycle", "", "benchmark (internal): run one cycle against this extender URL (none: without), or marshal")
 	benchSize := flag.String("bench-size", "", "benchmark (internal): NODESxPODS of -bench-cycle")
+	flag.BoolVar(&jsonMode, "json", false, "report each scenario's actual outcome as one JSON object per line (for policy-extender test), expect left unchecked")
 	flag.Parse()
 	if *serveExtender != "" {
 		if err := ServeExtender(*serveExtender, *bind); err != nil {
@@ -73,6 +75,11 @@ func main() {
 		for _, s := range all {
 			if s.Name == *one {
 				result := RunScenario(s, f.Release, f.Repo, command, filepath.Join(f.Work, s.Name))
+				if jsonMode {
+					line, _ := json.Marshal(result.JSON())
+					fmt.Fprintln(report, string(line))
+					return
+				}
 				fmt.Fprint(report, result.Format())
 				if !result.OK() {
 					os.Exit(1)
@@ -94,6 +101,10 @@ func main() {
 		}
 		total++
 		ok, text := runIsolated(s.Name)
+		if jsonMode {
+			fmt.Fprint(report, jsonLine(s.Name, f.Release, ok, text))
+			continue
+		}
 		if ok {
 			passed++
 		}
@@ -101,6 +112,9 @@ func main() {
 		if f.Verbose || !ok {
 			fmt.Fprint(report, text)
 		}
+	}
+	if jsonMode {
+		return
 	}
 	line := fmt.Sprintf("volcano %s: %d scenarios, %d passed", f.Release, total, passed)
 	if skipped > 0 {
@@ -130,6 +144,17 @@ func runIsolated(name string) (bool, string) {
 		text = fmt.Sprintf("FAIL  %s\n      error: %v\n", name, err)
 	}
 	return err == nil, text
+}
+
+// jsonLine is a child's JSON line, or one saying how the child failed (a crash of Volcano's
+// code outside the actions, a harness error) when it printed none.
+func jsonLine(name, release string, ok bool, text string) string {
+	text = strings.TrimSpace(text)
+	if strings.HasPrefix(text, "{") {
+		return text + "\n"
+	}
+	line, _ := json.Marshal(JSONResult{Name: name, Release: release, Error: "the harness printed no result: " + text})
+	return string(line) + "\n"
 }
 
 // addCalls adds the "calls:" line of a scenario's report to the release's counts per verb.

@@ -188,7 +188,7 @@ func (s *Scenario) validate() error {
 	if len(s.Policies) == 0 && len(s.PolicyFiles) == 0 {
 		return fmt.Errorf("no policies: a scenario serves at least one policy file")
 	}
-	if s.Expect.Binds == nil {
+	if s.Expect.Binds == nil && !jsonMode {
 		return fmt.Errorf("expect.binds is required (write {} for none)")
 	}
 	for _, j := range s.Cluster.Jobs {
