@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the Volcano scheduler conf outcome cases run with, when neither the case (conf:) "
                              "nor its fixture file (scheduler_conf:) names one (default: "
                              "$POLICY_EXTENDER_SCHEDULER_CONF, else the shipped sidecar conf)")
+    parser.add_argument("--no-outcomes", action="store_true",
+                        help="run the answer cases only; outcome cases (cluster:) are reported SKIP")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only failures, errors and the summary")
 
 
@@ -49,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.scheduler_conf:
         settings.scheduler_conf = Path(args.scheduler_conf)
+    if args.no_outcomes:
+        settings.enabled = False
     result = run_paths(args.paths, args.keyword, settings)
     coverage = result.coverage.report() if (args.coverage or args.fail_under is not None) else None
     if args.junit:

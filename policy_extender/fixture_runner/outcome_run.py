@@ -33,6 +33,8 @@ from .model import Case, FixtureError
 from .results import ERROR, FAIL, PASS, SKIP, Result
 
 RELEASE_ENV = "POLICY_EXTENDER_VOLCANO"
+#: "0" (or --no-outcomes): outcome cases are reported SKIP, not run (answer cases alone)
+ENABLED_ENV = "POLICY_EXTENDER_OUTCOMES"
 CONF_ENV = "POLICY_EXTENDER_SCHEDULER_CONF"
 SHIPPED_CONF = Path(__file__).resolve().parents[2] / "docker" / "k8s" / "sidecar" / "volcano-scheduler.conf"
 
@@ -43,12 +45,14 @@ class OutcomeSettings:
 
     release: str | None = None
     scheduler_conf: Path | None = None
+    enabled: bool = True
     built: dict = field(default_factory=dict)  # release -> Engine, or the EngineUnavailable met
 
     @classmethod
     def from_environment(cls) -> "OutcomeSettings":
         conf = os.environ.get(CONF_ENV)
-        return cls(os.environ.get(RELEASE_ENV) or None, Path(conf) if conf else None)
+        return cls(os.environ.get(RELEASE_ENV) or None, Path(conf) if conf else None,
+                   os.environ.get(ENABLED_ENV, "1") not in ("0", "false", "no"))
 
     def engine(self, release: str) -> engines.Engine:
         if release not in self.built:
@@ -63,9 +67,9 @@ class OutcomeSettings:
 
 
 def conf_of(case: Case, settings: OutcomeSettings) -> Path:
-    """The conf an outcome case runs with: its ``conf:``, the file's ``scheduler_conf:``,
-    ``--scheduler-conf``, or the shipped sidecar conf of this checkout."""
-    for conf in (case.outcome.conf, case.scheduler_conf, settings.scheduler_conf):
+    """The conf an outcome case runs with: its ``conf:``, ``--scheduler-conf`` (the run's choice
+    over the file's), the file's ``scheduler_conf:``, or the shipped sidecar conf of this checkout."""
+    for conf in (case.outcome.conf, settings.scheduler_conf, case.scheduler_conf):
         if conf is not None:
             return Path(conf)
     if SHIPPED_CONF.is_file():
@@ -78,6 +82,8 @@ def conf_of(case: Case, settings: OutcomeSettings) -> Path:
 def run(case: Case, settings: OutcomeSettings) -> Result:
     """One outcome case's PASS, FAIL, ERROR or SKIP (not for this release)."""
     spec = case.outcome
+    if not settings.enabled:
+        return Result(case, SKIP, message=f"{case.where}: outcome case not run (--no-outcomes or {ENABLED_ENV}=0)")
     release = engines.choose_release(spec.release or settings.release)
     if not spec.applies_to(release):
         bounds = " and ".join(filter(None, [spec.since and f"since {spec.since}", spec.before and f"before {spec.before}"]))
