@@ -18,6 +18,7 @@ Without Go and without a built engine, :class:`EngineUnavailable` says in one li
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -150,37 +151,47 @@ def _source_files(source: Path):
 
 
 def build(source: Path, release: str, binary: Path, *, log=sys.stderr) -> None:
-    """``go build`` of the harness for ``release`` into ``binary`` (a copy of the sources beside it)."""
+    """``go build`` of the harness for ``release`` into ``binary``. The sources are copied to one
+    fixed place (``<cache>/src``, under a lock), so that Go's build cache, keyed by paths too,
+    serves every later build of the release in seconds."""
     go = shutil.which("go")
     if go is None:
         raise EngineUnavailable(NO_GO)
     module_file = source / "releases" / f"{release}.mod"
     if not module_file.is_file():
         raise EngineUnavailable(f"Volcano {release}: no {module_file} in the engine's sources")
-    work = binary.parent
-    work.mkdir(parents=True, exist_ok=True)
-    copy = work / "src"
-    if copy.exists():
-        shutil.rmtree(copy)
-    shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".build", "scenarios", "cases", "kubescheduler"))
-    print(f"policy-extender: building Volcano's scheduler {release} (the outcome engine) into {work}: "
-          "the first build of a release downloads Volcano and Kubernetes (about 1 GB of Go modules) and "
-          "compiles them, 2 to 4 minutes on 2 cores; later runs reuse it", file=log, flush=True)
-    started = time.monotonic()
-    environment = dict(os.environ)
-    tags = "volcano_v1_10" if release.startswith(("v1.10.", "v1.11.")) else ""
-    if release.startswith("v1.15."):
-        _compat_apis(go, copy, environment)
-    temporary = binary.with_name(binary.name + ".tmp")
-    run = subprocess.run([go, "build", "-buildvcs=false", f"-modfile=releases/{release}.mod", "-tags", tags,
-                          "-o", str(temporary), "."], cwd=copy, env=environment, capture_output=True, text=True,
-                         check=False)
-    if run.returncode != 0:
-        raise EngineUnavailable(f"building Volcano's scheduler {release} failed (go build in {copy}): "
-                                + " ".join(run.stderr.strip().splitlines()[-3:]))
-    os.replace(temporary, binary)
-    print(f"policy-extender: built Volcano's scheduler {release} in {time.monotonic() - started:.0f}s",
-          file=log, flush=True)
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    with open(root / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.is_file():  # another process built it while this one waited
+            return
+        copy = root / "src"
+        if copy.exists():
+            for entry in copy.iterdir():
+                if entry.name != ".build":
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        shutil.copytree(source, copy, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".build", "scenarios", "cases", "kubescheduler"))
+        print(f"policy-extender: building Volcano's scheduler {release} (the outcome engine) into {binary.parent}: "
+              "the first build of a release downloads Volcano and Kubernetes (about 1 GB of Go modules) and "
+              "compiles them, 2 to 4 minutes on 2 cores; later builds take seconds", file=log, flush=True)
+        started = time.monotonic()
+        environment = dict(os.environ)
+        tags = "volcano_v1_10" if release.startswith(("v1.10.", "v1.11.")) else ""
+        if release.startswith("v1.15."):
+            _compat_apis(go, copy, environment)
+        temporary = binary.with_name(binary.name + ".tmp")
+        run = subprocess.run([go, "build", "-buildvcs=false", f"-modfile=releases/{release}.mod", "-tags", tags,
+                              "-o", str(temporary), "."], cwd=copy, env=environment, capture_output=True, text=True,
+                             check=False)
+        if run.returncode != 0:
+            raise EngineUnavailable(f"building Volcano's scheduler {release} failed (go build in {copy}): "
+                                    + " ".join(run.stderr.strip().splitlines()[-3:]))
+        os.replace(temporary, binary)
+        print(f"policy-extender: built Volcano's scheduler {release} in {time.monotonic() - started:.0f}s",
+              file=log, flush=True)
 
 
 def _compat_apis(go: str, copy: Path, environment: dict) -> None:
@@ -191,6 +202,10 @@ def _compat_apis(go: str, copy: Path, environment: dict) -> None:
                                 + download.stderr.strip()[-300:])
     apis = Path(json.loads(download.stdout)["Dir"])
     target = copy / ".build" / COMPAT_APIS
+    if (target / ".complete").is_file():
+        return
+    if target.exists():
+        shutil.rmtree(target)
     shutil.copytree(apis, target)
     for root, _, files in os.walk(target):
         os.chmod(root, 0o755)
@@ -200,3 +215,4 @@ def _compat_apis(go: str, copy: Path, environment: dict) -> None:
     for package in ("scheduling", "scheduling/v1beta1"):
         (target / "pkg" / "apis" / package / "zz_queue_allocation_gate.go").write_text(
             f"package {Path(package).name}\n\n{constant}", encoding="utf-8")
+    (target / ".complete").touch()

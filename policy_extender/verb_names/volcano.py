@@ -21,7 +21,7 @@ VERB_KINDS: tuple[str, ...] = (ON_SESSION_OPEN, ON_SESSION_CLOSE, PREDICATE, PRI
 
 #: Volcano's plugins that register a victim function, and for which action: ``preempt`` is
 #: ``AddPreemptableFn`` (Session.Preemptable), ``reclaim`` ``AddReclaimableFn``
-#: (Session.Reclaimable). Read from pkg/scheduler/plugins/*/ at v1.10.0, v1.11.2, v1.14.1 and
+#: (Session.Reclaimable). Read from pkg/scheduler/plugins/*/ at v1.10.0, v1.11.2 and
 #: v1.15.1, where the list is the same (drf's reclaim function only with enableHierarchy; the
 #: extender's only with its preemptableVerb / reclaimableVerb). Each is switched off per plugin
 #: in the conf with ``enablePreemptable: false`` / ``enableReclaimable: false``
