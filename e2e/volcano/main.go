@@ -18,7 +18,7 @@ import (
 
 func main() {
 	var f harness.Flags
-	f.Define("e2e-volcano", "Volcano", "e2e/volcano/scenarios",
+	f.Define("e2e-volcano", "Volcano", "e2e/volcano/.build/scenarios",
 		"the policy-extender repository (its shipped scheduler conf)", "print every scenario and Volcano's calls per verb")
 	bench := flag.String("bench", "", "run the cost benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
 	rounds := flag.Int("rounds", 5, "benchmark: cycles timed per variant and size")

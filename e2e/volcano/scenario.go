@@ -1,7 +1,8 @@
 package main
 
 // A scenario is data: the cluster, the policies, the scheduler conf and what Volcano must do.
-// Every release runs the same files (scenarios/*.yaml); docs/e2e-volcano.md describes the format.
+// policy-extender test writes them from outcome cases (e2e/volcano/cases/*.fixtures.yaml and the
+// users'; policy_extender/fixture_runner/outcome_cases.py checks them); docs/e2e-volcano.md.
 
 import (
 	"fmt"
@@ -10,7 +11,7 @@ import (
 	"policy-extender/e2e/volcano/internal/harness"
 )
 
-// Scenario is one scenarios/*.yaml file.
+// Scenario is one outcome case as policy-extender hands it over (JSON).
 type Scenario struct {
 	Name        string `json:"-"`
 	File        string `json:"-"`
