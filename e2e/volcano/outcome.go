@@ -17,9 +17,6 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/conf"
 )
 
-// jsonMode is -json: scenarios without expectations are accepted, and the report is JSON.
-var jsonMode bool
-
 // JSONResult is one scenario's report in -json mode.
 type JSONResult struct {
 	Name      string            `json:"name"`
@@ -40,8 +37,6 @@ type JSONResult struct {
 	// Tiers is the conf's tiers as Volcano's loader left them (its defaults applied): per
 	// plugin, whether its preemptable and reclaimable functions are enabled.
 	Tiers [][]PluginSwitches `json:"tiers"`
-	// Problems are the harness's own checks of the scenario's expect (none without one).
-	Problems []string `json:"problems,omitempty"`
 	// Decisions are the service's decision counters at the end of the cycle (its /metrics lines
 	// policy_extender_decisions_total{verb,protocol,rule,outcome}): which rules decided.
 	Decisions []string `json:"decisions"`
@@ -85,7 +80,7 @@ func switchesOf(tiers []conf.Tier) [][]PluginSwitches {
 func (r *Result) JSON() JSONResult {
 	out := JSONResult{Name: r.Scenario.Name, Release: r.Release, Binds: map[string]string{}, Evictions: []string{},
 		Pipelined: map[string]string{}, Phases: map[string]string{}, Calls: r.Calls, Failed: r.Failed,
-		Why: r.WhyText, Victims: r.Victims, Tiers: r.Tiers, Problems: r.Problems}
+		Why: r.WhyText, Victims: r.Victims, Tiers: r.Tiers}
 	if out.Calls == nil {
 		out.Calls = map[string]int{}
 	}
