@@ -115,7 +115,7 @@ def actual_of(report: dict) -> dict:
             "pipelined": report.get("pipelined") or {}, "phases": report.get("phases") or {},
             "calls": report.get("calls") or {}, "why": report.get("why") or {}, "panic": report.get("panic") or "",
             "victim_calls": report.get("victimCalls") or [], "tiers": report.get("tiers") or [],
-            "decisions": report.get("decisions") or [],
+            "decisions": report.get("decisions") or [], "cycle_ms": report.get("elapsedMs"),
             "victim_why": {name: json.dumps(answer) for name, answer in (report.get("victimWhy") or {}).items()}}
 
 
