@@ -39,13 +39,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", metavar="nodes=N,tasks=M[,allocations=A]",
                         help="evaluate every rule, alone, on a generated cluster of that size and report each "
                              "rule's worst call (elements visited, time); exit 1 when a rule errs there")
+    parser.add_argument("--scheduler-conf", metavar="CONF",
+                        help="the Volcano scheduler conf (or its ConfigMap) the set is deployed with: warn "
+                             "(W301, W302) where another plugin's victims can override a victim rule's protection")
 
 
 def run(args: argparse.Namespace) -> int:
     if missing_paths("check", args.paths):
         return 2
+    conf = None
+    if getattr(args, "scheduler_conf", None):
+        conf = _read_scheduler_conf(args.scheduler_conf)
+        if conf is None:
+            return 2
     sets = policy_sets(args.paths)
-    reports = [r for r in (check_set(paths) for paths in sets) if r["files"] or r["diagnostics"]]
+    reports = [r for r in (check_set(paths, conf) for paths in sets) if r["files"] or r["diagnostics"]]
     left_out = not_loaded(sets)
     if not reports:
         print(f"policy-extender check: no *.policy files in {', '.join(args.paths)}"
@@ -134,9 +142,33 @@ def _left_out_note(left_out: list[str]) -> str:
             f"check them as a set of their own: policy-extender check {' '.join(directories)}")
 
 
-def check_set(paths: tuple[Path, ...]) -> dict:
+def _read_scheduler_conf(path: str) -> tuple[str, dict] | None:
+    """(its name, the conf) of --scheduler-conf: a bare conf or Volcano's ConfigMap holding it;
+    None after saying on stderr what is wrong with it."""
+    import yaml
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        if isinstance(document, dict) and "tiers" not in document and isinstance(document.get("data"), dict):
+            document = yaml.safe_load(document["data"].get("volcano-scheduler.conf") or "")
+    except OSError as error:
+        print(f"policy-extender check: --scheduler-conf {path}: cannot read: {error.strerror}", file=sys.stderr)
+        return None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        print(f"policy-extender check: {at}: the scheduler conf is not valid YAML", file=sys.stderr)
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("tiers"), list):
+        print(f"policy-extender check: --scheduler-conf {path}: not a Volcano scheduler conf (no tiers: list), "
+              "nor its ConfigMap (data: volcano-scheduler.conf)", file=sys.stderr)
+        return None
+    return path, document
+
+
+def check_set(paths: tuple[Path, ...], conf: tuple[str, dict] | None = None) -> dict:
     """Compile one set: its files, rule count and version, or every diagnostic. Files are named
-    by their path, so an editor can open what the diagnostics point at."""
+    by their path, so an editor can open what the diagnostics point at. With ``conf`` (its name
+    and the parsed scheduler conf), the victim rules it overrides are warned about too."""
     from policy_extender.policyset import compile_sources, read_sources  # lazy: commands/__init__
     from policy_extender.policyset.files import ReadError
     report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": "", "warnings": []}
@@ -159,8 +191,13 @@ def check_set(paths: tuple[Path, ...]) -> dict:
         report.update(diagnostics=shown.to_dicts(), rendered=shown.render())
     else:
         report.update(rules=len(policy_set.rules), version=policy_set.version)
-        if policy_set.warnings:
-            shown = PolicyError([_renamed(d, where) for d in policy_set.warnings],
+        warned = list(policy_set.warnings)
+        if conf is not None:
+            from policy_extender import lang
+            from policy_extender.lang import tiers
+            warned += tiers.warnings(lang.compile(sources).rules, conf[1], conf[0])
+        if warned:
+            shown = PolicyError([_renamed(d, where) for d in warned],
                                 {where.get(name, name): text for name, text in sources.items()})
             report.update(warnings=shown.to_dicts(), rendered=shown.render())
     return report

@@ -21,6 +21,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="list rules never exercised and filters that never rejected")
     parser.add_argument("--fail-under", type=float, metavar="PCT",
                         help="exit non-zero when fewer than PCT%% of rules were exercised (implies --coverage)")
+    parser.add_argument("--volcano", metavar="vX.Y.Z",
+                        help="the Volcano release outcome cases run on (Volcano's own scheduler, built once per "
+                             "release; default: the newest supported, or $POLICY_EXTENDER_VOLCANO)")
+    parser.add_argument("--scheduler-conf", metavar="FILE",
+                        help="the Volcano scheduler conf outcome cases run with, when neither the case (conf:) "
+                             "nor its fixture file (scheduler_conf:) names one (default: "
+                             "$POLICY_EXTENDER_SCHEDULER_CONF, else the shipped sidecar conf)")
+    parser.add_argument("--no-outcomes", action="store_true",
+                        help="run the answer cases only; outcome cases (cluster:) are reported SKIP")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only failures, errors and the summary")
 
 
@@ -28,11 +37,23 @@ def run(args: argparse.Namespace) -> int:
     from policy_extender.fixture_runner import reporters  # lazy: commands/__init__
     from policy_extender.fixture_runner.coverage import render
     from policy_extender.fixture_runner.results import ResultCounts
+    from policy_extender.fixture_runner.engine import EngineUnavailable, choose_release
+    from policy_extender.fixture_runner.outcome_run import OutcomeSettings
     from policy_extender.fixture_runner.runner import run_paths
 
-    if missing_paths("test", args.paths):
+    if missing_paths("test", args.paths) or missing_paths("test", [args.scheduler_conf] if args.scheduler_conf else []):
         return 2
-    result = run_paths(args.paths, args.keyword)
+    settings = OutcomeSettings.from_environment()
+    try:
+        settings.release = choose_release(args.volcano or settings.release)
+    except EngineUnavailable as error:
+        print(f"policy-extender test: --volcano: {error}", file=sys.stderr)
+        return 2
+    if args.scheduler_conf:
+        settings.scheduler_conf = Path(args.scheduler_conf)
+    if args.no_outcomes:
+        settings.enabled = False
+    result = run_paths(args.paths, args.keyword, settings)
     coverage = result.coverage.report() if (args.coverage or args.fail_under is not None) else None
     if args.junit:
         Path(args.junit).write_bytes(reporters.junit_xml(result.results))

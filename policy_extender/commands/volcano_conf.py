@@ -29,7 +29,9 @@ from typing import Any
 
 import yaml
 
-from policy_extender.verb_names.volcano import JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS
+from policy_extender.verb_names.volcano import (
+    JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS, VICTIM_PLUGINS, VICTIM_SWITCH,
+)
 
 HELP = ("print your Volcano scheduler conf (file or -, bare or its ConfigMap) with the extender "
         "plugin added and everything else kept, comments included")
@@ -109,6 +111,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--include-verb", action="append", default=[], choices=DEFAULT_OMITTED,
                         metavar="KIND", help="add a verb the shipped conf leaves out: jobReady, for "
                         "policies with ready rules (while the service is down no job is then ready)")
+    parser.add_argument("--final-victims", action="store_true",
+                        help="make the set's victim rules final: every other plugin's preempt and reclaim victim "
+                             "function is switched off (enablePreemptable: false / enableReclaimable: false on "
+                             "priority, gang, conformance, drf, proportion, capacity, pdb, cdp, tdm), so a pod the "
+                             "policies protect is never evicted by another tier, and an Abstain evicts nothing; "
+                             "the set's rules then carry what those plugins did (lower priority only, gangs, "
+                             "kube-system): docs/testing-policies.md, \"Protection that holds\"")
     parser.add_argument("--replace", action="store_true",
                         help="replace an extender plugin the conf already has (else: exit 2)")
 
@@ -131,6 +140,13 @@ def run(args: argparse.Namespace) -> int:
     except ConfError as error:
         print(f"policy-extender volcano-conf: {error}", file=sys.stderr)
         return 2
+    if getattr(args, "final_victims", False):
+        try:
+            final = final_victims(result.text, where="<stdin>" if source == "-" else source)
+        except ConfError as error:
+            print(f"policy-extender volcano-conf: {error}", file=sys.stderr)
+            return 2
+        result = Merged(final.text, result.notes + final.notes)
     for note in result.notes:
         print(f"policy-extender volcano-conf: note: {note}", file=sys.stderr)
     sys.stdout.write(result.text)
@@ -387,3 +403,79 @@ def _plugin_lines(plugin: dict, dash: int, column: int) -> list[str]:
 def _scalar(value: Any) -> str:
     dumped = yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip()
     return dumped.removesuffix("...").strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# --final-victims
+
+
+def final_victims(text: str, where: str = "CONF") -> Merged:
+    """``text`` (a conf or its ConfigMap, with an extender plugin) with every other plugin's victim
+    functions switched off for preempt and reclaim: ``enablePreemptable: false`` and
+    ``enableReclaimable: false`` where the plugin registers one (``VICTIM_PLUGINS``, read from
+    Volcano's plugins at v1.10.0 to v1.15.1; Session.Preemptable and Session.Reclaimable skip a
+    plugin whose switch is false). The extender is then the only plugin with a say: its Permit is
+    the victims, its empty Permit or its Abstain evicts nothing, whatever the tiers. Lines are
+    added or values changed in place (comments kept) unless a plugin is written as a flow mapping;
+    then the conf is re-serialised and a note says so."""
+    root = _compose(text, where)
+    if isinstance(root, yaml.MappingNode) and _key(root, "data") is not None and _key(root, "tiers") is None:
+        data = _key(root, "data")
+        conf_node = _key(data, CONF_KEY) if isinstance(data, yaml.MappingNode) else None
+        if not isinstance(conf_node, yaml.ScalarNode):
+            raise ConfError(f"{_at(where, root)}: a ConfigMap without data.{CONF_KEY}")
+        inner = final_victims(conf_node.value, f"{where} data.{CONF_KEY}")
+        key_node = next(k for k, v in data.value if v is conf_node)
+        spliced = text[:conf_node.start_mark.index] + _literal_block(inner.text, key_node.start_mark.column + 2) \
+            + text[conf_node.end_mark.index:]
+        expected = yaml.safe_load(text)
+        expected["data"][CONF_KEY] = inner.text
+        if _loads(spliced) == expected:
+            return Merged(spliced, inner.notes)
+        return Merged(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
+                      inner.notes + ["the ConfigMap was re-serialised: its comments and layout are not kept"])
+    tiers_node = _key(root, "tiers") if isinstance(root, yaml.MappingNode) else None
+    if not isinstance(tiers_node, yaml.SequenceNode):
+        raise ConfError(f"{_at(where, root)}: not a Volcano scheduler conf (no tiers: list)")
+    expected = _loads(text)
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in text
+    switched: list[str] = []
+    found_extender = False
+    line_starts = [0]
+    for line in text.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+    for t, tier in enumerate(tiers_node.value):
+        plugins = _key(tier, "plugins") if isinstance(tier, yaml.MappingNode) else None
+        for p, entry in enumerate(plugins.value if isinstance(plugins, yaml.SequenceNode) else ()):
+            name_node = _key(entry, "name") if isinstance(entry, yaml.MappingNode) else None
+            name = name_node.value if isinstance(name_node, yaml.ScalarNode) else None
+            if name == PLUGIN:
+                found_extender = True
+                continue
+            for action in VICTIM_PLUGINS.get(name or "", ()):
+                switch = VICTIM_SWITCH[action]
+                expected["tiers"][t]["plugins"][p][switch] = False
+                value = _key(entry, switch)
+                if value is not None:
+                    if value.value != "false":
+                        edits.append((value.start_mark.index, value.end_mark.index, "false"))
+                        switched.append(f"{name} {switch}")
+                    continue
+                name_key = next(k for k, v in entry.value if v is name_node)
+                assert name_node is not None  # a plugin with victim functions has a name
+                after = line_starts[min(name_node.end_mark.line + 1, len(line_starts) - 1)]
+                edits.append((after, after, " " * name_key.start_mark.column + f"{switch}: false\n"))
+                switched.append(f"{name} {switch}")
+    if not found_extender:
+        raise ConfError(f"{_at(where, tiers_node)}: no extender plugin in the tiers: --final-victims makes the "
+                        "extender's victim answers final, so the conf needs it (this command adds it)")
+    out = text if text.endswith("\n") or not edits else text + "\n"
+    for start, end, replacement in sorted(edits, reverse=True):
+        out = out[:start] + replacement + out[end:]
+    notes = [f"--final-victims: switched off {', '.join(switched)}: the policies' victim rules alone choose "
+             "victims in preempt and reclaim"] if switched else []
+    if _loads(out) == expected:
+        return Merged(out, notes)
+    return Merged(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
+                  notes + ["the conf was re-serialised (a plugin is written as a flow mapping): the objects are "
+                           "kept, its comments and layout are not"])

@@ -152,6 +152,13 @@ E513 = _code("E513", "past the scheduler's timeout", "a call still evaluating `v
 
 W201 = _code("W201", "unused let", "a `let` that no rule reads (a warning: the set loads)",
              "use it in a rule or remove it; `check --strict` makes warnings errors")
+W301 = _code("W301", "protection overridden by another tier", "a victim rule protects pods that another "
+             "plugin of the scheduler conf (check --scheduler-conf) can still evict: a later tier chooses again "
+             "when the extender's tier ends with no victims, or a plugin after the extender in its tier starts over",
+             "policy-extender volcano-conf --final-victims switches the other plugins' victim functions off")
+W302 = _code("W302", "if none abstain on a protecting rule", "a victim rule with `if none abstain` under a "
+             "scheduler conf where other plugins choose victims: its Abstain lets them evict what it refuses",
+             "drop `if none abstain`, or make the victim rules final (volcano-conf --final-victims)")
 W501 = _code("W501", "quadratic rule", "a rule whose cost per call (elements visited, estimated from its "
              "expression: docs/language.md, \"Cost\") has a term with two sizes that grow with the cluster "
              "(nodes x nodes, nodes x this cycle's allocations, ...): it passes small fixtures and meets "

@@ -90,7 +90,13 @@ def decide(case: dict):
     except PolicyError as err:
         return {"error": err.render()}
     if "warning" in case:
-        return {"warning": PolicyError(list(policy_set.warnings), policy_set.sources).render()}
+        warned = list(policy_set.warnings)
+        if "scheduler_conf" in case:  # check --scheduler-conf: what the conf's tiers do to victim rules
+            from policy_extender import lang
+            from policy_extender.lang import tiers
+            warned += tiers.warnings(lang.compile(policy_of(case)).rules, yaml.safe_load(case["scheduler_conf"]),
+                                     "volcano-scheduler.conf")
+        return {"warning": PolicyError(warned, policy_set.sources).render()}
     env = env_of(case, policy_set.reads)
     verb = case.get("verb", "predicate")
     given = case.get("input", {})

@@ -418,7 +418,7 @@ def _go_names(obj: dict) -> dict:
 
 
 def test_podgroup_and_queue_of_volcano_up_to_v1_13_decode_as_of_v1_14(full):
-    """e2e/volcano/scenarios/enqueue.yaml on Volcano v1.10.0 found queue.state null: the
+    """e2e/volcano/cases, enqueue on Volcano v1.10.0 found queue.state null: the
     Queue of a QueueInfo (and the PodGroup of a JobInfo) arrived under Go field names."""
     body = json.loads(sample("jobReady"))
     body["job"]["PodGroup"] = _go_names(body["job"]["PodGroup"])
