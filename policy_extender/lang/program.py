@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from policy_extender.errors import PolicyError
+from policy_extender.errors import Diagnostic, PolicyError, Span
+from policy_extender.lang import codes
 from policy_extender.lang.checker import Checked, check
 from policy_extender.lang.compiler import CompiledRule, compile_rules
 from policy_extender.lang.parser import parse_file
@@ -20,14 +21,21 @@ class Program(NamedTuple):
 def compile(sources: dict[str, str]) -> Program:
     """All or nothing: every file parsed (a values file read: ``lang.values``), the statements that parsed checked even when others
     did not (so every error is reported at once), then compiled."""
-    files, diagnostics = [], []
+    files, diagnostics, warnings = [], [], []
     settings: list[Setting] = []
+    values_files = [name for name in sorted(sources) if is_values_file(name)]
+    if len(values_files) > 1:
+        diagnostics.append(_two_values_files(values_files))
     for name in sorted(sources):
         if is_values_file(name):  # the values of the set's parameters (lang.values)
             try:
-                settings += read_values(name, sources[name])
+                read = read_values(name, sources[name])
             except PolicyError as err:
                 diagnostics.extend(err.diagnostics)
+                continue
+            settings += read
+            if not read:
+                warnings.append(_empty_values_file(name))
             continue
         try:
             files.append(parse_file(name, sources[name]))
@@ -45,4 +53,20 @@ def compile(sources: dict[str, str]) -> Program:
         checked = check(files, settings)
     except PolicyError as err:  # with the values files' text, for their excerpts
         raise PolicyError(err.diagnostics, sources) from None
+    if warnings:
+        checked.warnings = (*warnings, *checked.warnings)
     return Program(checked, compile_rules(checked))
+
+
+def _two_values_files(names: list[str]) -> Diagnostic:
+    """E002 at the second values file: one set, one values file (``policyset.sets``)."""
+    return Diagnostic(codes.E002, f"the set holds {len(names)} values files: {' and '.join(names)}; "
+                      "one set takes one values file", Span(names[1], 1, 1, 1, 1),
+                      "keep the values of one cluster per set: move the others out of the policy "
+                      "directory and name the one to use with --values FILE (serve: values_file)")
+
+
+def _empty_values_file(name: str) -> Diagnostic:
+    return Diagnostic(codes.W001, "the values file sets nothing: every parameter keeps its default",
+                      Span(name, 1, 1, 1, 1), "set the cluster's values in it (policy.param: value), "
+                      "or leave the file out of the set", severity="warning")
