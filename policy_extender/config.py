@@ -224,6 +224,11 @@ class Config:
                           "connections; 16 parallel predicate calls need workers x threads >= 16).", parse_int)
     policy_dirs: tuple[str, ...] = option(("policies",), "Directories of `*.policy` files (list, or "
                                           "comma-separated in a flag or environment variable).", parse_list)
+    values_file: str = option("", "The values file of the set (`--values FILE`): the cluster's values "
+                              "of the policies' `param`s, read with the policy directories as one set "
+                              "(its name ends in `values.yaml`; a policy directory holding its own "
+                              "values file as well is an error naming both: docs/configuration.md, "
+                              "\"One set per cluster\"). Empty: only the directories' files.", parse_str)
     verbs: dict[str, str] = option(dict, "URL path of each verb kind, when the scheduler's "
                                    "`extender.<kind>Verb` renames it: `predicate=customFilter,...` or a "
                                    "YAML mapping. Unnamed kinds keep their own name as path.",
@@ -371,6 +376,10 @@ class Config:
             raise ConfigError(f"{given} is set but {missing} is not: HTTPS needs both "
                               f"(--certfile CERT.pem --keyfile KEY.pem), plain HTTP neither")
         self._check_paths_are_distinct()
+        if self.values_file and not self.values_file.endswith("values.yaml"):
+            raise ConfigError(f"values_file {self.values_file}: a values file's name ends in values.yaml "
+                              "(dev-values.yaml, prod-values.yaml), which is how a file of a set is known "
+                              "as its values; rename it")
 
     def verb_paths(self) -> dict[str, str]:
         """URL path (with ``path_prefix``) -> Volcano verb kind (kube-scheduler's:

@@ -25,6 +25,7 @@ from policy_extender.decide.table import VERBS
 from policy_extender.decide.tallying import DecisionTally
 from policy_extender.instance import LAST_GOOD_FILE
 from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
+from policy_extender.policyset.sets import policy_set_source
 from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
@@ -72,7 +73,8 @@ class Service:
         self.body_limits: dict[str, int] = {kind: config.body_limit_for(kind) for kind in self.routes.values()}
         self.policies = PolicyStore()
         self.last_good = LastGoodCopy(_last_good_path(runtime_dir)) if runtime_dir else None
-        self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval,
+        self.reloader = PolicyReloader(policy_set_source(config.policy_dirs, config.values_file).paths(),
+                                       config.reload_interval,
                                        on_change=self._activate, on_restore=self._serve,
                                        on_status=_set_policy_metrics,
                                        fallback=self._last_good_sources if self.last_good else None,

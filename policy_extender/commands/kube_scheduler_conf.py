@@ -92,6 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "stdout and notes on stderr, 2 on an error.")
     parser.add_argument("policy_dirs", nargs="*", metavar="POLICY_DIR",
                         help="the policy directories serve will load (default: the serve config's policy_dirs)")
+    parser.add_argument("--values", metavar="FILE",
+                        help="the values file of the set (default: the serve config's values_file)")
     parser.add_argument("--config", metavar="FILE",
                         help="serve's YAML configuration (bind, kube_scheduler_prefix, kube_scheduler_verbs, "
                              "policy_dirs, certfile), read like serve reads it, POLICY_EXTENDER_* variables included")
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             config = config_module.load({}, config_file=args.config)
         except config_module.ConfigError as error:
             raise KubeSchedulerConfError(f"the serve configuration: {error}") from None
-        kinds = served_rule_kinds(args.policy_dirs or config.policy_dirs)
+        kinds = served_rule_kinds(args.policy_dirs or config.policy_dirs, args.values or config.values_file)
         url, notes = url_prefix(config, args.url)
         entry = extender_entry(url, verbs_for(kinds, config), weight=_int(args.weight, "--weight"),
                                http_timeout=args.http_timeout, ignorable=args.ignorable == "true",
@@ -182,13 +184,13 @@ def _verb_notes(entry: dict) -> list[str]:
 # what the entry says
 
 
-def served_rule_kinds(policy_dirs) -> frozenset[str]:
-    """The kinds of the rules the policy set of ``policy_dirs`` serves kube-scheduler."""
+def served_rule_kinds(policy_dirs, values: str | None = None) -> frozenset[str]:
+    """The kinds of the rules the policy set of ``policy_dirs`` (with ``values``) serves kube-scheduler."""
     from policy_extender.errors import PolicyError  # lazy: commands/__init__
-    from policy_extender.policyset import load_directories
+    from policy_extender.policyset import load_set, policy_set_source
     from policy_extender.policyset.files import ReadError
     try:
-        policy_set = load_directories(list(policy_dirs))
+        policy_set = load_set(policy_set_source(list(policy_dirs), values))
     except ReadError as error:
         raise KubeSchedulerConfError(f"{error}") from None
     except PolicyError as error:
