@@ -910,7 +910,7 @@ class Checker:
         if not fits:
             verb = "compares" if node.op in ("==", "!=") else "orders"
             always = {"==": ": always false", "!=": ": always true"}.get(node.op, "")
-            hint = self.string_hint(node)
+            hint = self.string_hint(node) or self.object_hint(node)
             said = f": {hint}" if hint else always + (f"; {self.bool_hint(node)}" if self.bool_hint(node) else "")
             self.error(codes.E302, f"'{node.op}' {verb} {types.describe(left)} with {types.describe(right)}{said}",
                        node.op_span)
@@ -939,6 +939,19 @@ class Checker:
                 if isinstance(owner, ast.FieldAccess) and owner.name in _STRING_MAPS:
                     return f"{owner.name} are strings: compare number({self.text(side.span)})"
                 return f"convert the string with number({self.text(side.span)})"
+        return None
+
+    def object_hint(self, node: ast.Binary) -> str | None:
+        """``compare one of its fields: session.job.tasks >= 2`` for an object with number fields
+        (``counts``, ``resources``) compared with a number."""
+        for side, other in ((node.left, node.right), (node.right, node.left)):
+            fields = schema.TYPES.get(self.types.get(id(side), ""), {})
+            numbers = [name for name, f in fields.items() if f.type == "number"]
+            if numbers and self.types.get(id(other)) == "number":
+                read = f"{self.text(side.span)}.{numbers[0]}"
+                written = f"{read} {node.op} {self.text(other.span)}" if side is node.left \
+                    else f"{self.text(other.span)} {node.op} {read}"
+                return (f"compare one of its fields ({', '.join('.' + n for n in numbers)}), e.g. {written}")
         return None
 
     def text(self, span: Span) -> str:
