@@ -359,6 +359,12 @@ class Config:
                          "background; false: nothing is recorded.", parse_bool)
     tally_cycles: int = option(3, "Closed cycles whose tally the session store keeps, besides the "
                                "open one (the oldest beyond it is dropped).", parse_int)
+    rules_not_called_cycles: int = option(3, "Closed Volcano cycles after which a rule whose verb Volcano has "
+                                          "not called in any of them is reported (log, `/status` "
+                                          "`rules_not_called`, metric `policy_extender_rules_not_called`): a "
+                                          "`ready` rule without `extender.jobReadyVerb` in the conf decides "
+                                          "nothing. At most `tally_cycles` (it reads the tally); 0: off.",
+                                          parse_int)
     tally_max_entries: int = option(20000, "Cap of tally entries per cycle (one per task, job or "
                                     "queue and answer or rule; about 150 bytes each in the store), "
                                     "in the store and in each worker; entries beyond it are dropped "

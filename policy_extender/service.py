@@ -23,6 +23,7 @@ from policy_extender.config import Config
 from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import VERBS
 from policy_extender.decide.tallying import DecisionTally
+from policy_extender.decide.unserved import UnservedWatch
 from policy_extender.instance import LAST_GOOD_FILE
 from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
 from policy_extender.policyset.sets import policy_set_source
@@ -88,6 +89,8 @@ class Service:
         self.decided_with: tuple[Any, Any] = (None, None)
         self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
         self.tally = _tally(config, self.sessions)  # this worker's side of GET /why
+        #: rules whose verb Volcano has not called in the last cycles (decide.unserved)
+        self.unserved = UnservedWatch(min(config.rules_not_called_cycles, config.tally_cycles))
 
     def start(self) -> "Service":
         """Load the policies now (never raises: a bad set leaves /readyz at 503), then watch."""

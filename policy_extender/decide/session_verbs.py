@@ -46,7 +46,9 @@ def on_session_open(service: Service, body: bytes) -> Reply:
     service.session_cache.session_opened()  # a session lost before is not the cycle's any more
     trace.mark("stored")
     if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
-        service.tally.record_open(service.sessions.head())
+        head = service.sessions.head()
+        service.tally.record_open(head)
+        _report_rules_not_called(service, policy_set, head.session_id if head is not None else None)
     _count_session("opened")
     _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT, rule=policy_set.version)
@@ -61,6 +63,13 @@ def on_session_close(service: Service, body: bytes) -> Reply:
         _count_session("closed")
     _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT)
+
+
+def _report_rules_not_called(service: Service, policy_set, open_cycle: str | None) -> None:
+    """Rules whose verb Volcano has not called in the last cycles: log and metric (decide.unserved)."""
+    watch = getattr(service, "unserved", None)
+    if watch is not None:
+        watch.update(policy_set, service.tally, metrics.set_rules_not_called, open_cycle)
 
 
 def _count_ended_unclosed(service: Service, before) -> None:

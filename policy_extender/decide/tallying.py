@@ -497,6 +497,12 @@ def _number(value: Any) -> str:
 # a worker's tally
 
 
+#: The tally's kind of the per-verb call counts (``DecisionTally.note_call``), and the entry of
+#: it that marks a cycle opened by the scheduler (not a window of calls without sessions).
+CALLS = "verb"
+OPENED = "(opened)"
+
+
 class DecisionTally(CycleTally):
     """One process's tally of the decisions of ``verbs`` (a verb table's entries): the storage
     (``CycleTally``), the predicate's batched recording, and ``why`` for ``GET /why``."""
@@ -511,6 +517,8 @@ class DecisionTally(CycleTally):
         self._rejected: list = []
         self._names: dict[str, str] = {}  # task UID -> object_name
         self._fold_lock = threading.Lock()
+        #: the predicate's verb name, whose calls are counted as they fold (``note_call``)
+        self._predicate = next((s.keys[0] for s in self.shapes if isinstance(s, PredicateShape)), "")
 
     def record_predicate(self, head, task, decision, audits=(), request_id: str | None = None) -> None:
         """The hot path (one call per node per task): the task's name (from a cache by UID) and
@@ -550,6 +558,19 @@ class DecisionTally(CycleTally):
             with self.lock:
                 add_audits(self.cycle(head), f"task{SEP}{name}{SEP}", audits, request_id)
 
+    def note_call(self, head, verb: str, n: int = 1) -> None:
+        """``n`` calls of ``verb`` in the cycle of ``head``: the entry ``verb\x1f<verb>\x1fn`` that
+        ``decide.unserved`` reads to tell which verbs Volcano called in each cycle."""
+        if head is None or not self.enabled or n <= 0:
+            return
+        self.started()
+        with self.lock:
+            self.cycle(head).add(f"{CALLS}{SEP}{verb}{SEP}n", n)
+
+    def record_open(self, head) -> None:
+        super().record_open(head)
+        self.note_call(head, OPENED)
+
     def waiting(self) -> int:
         """How many predicate calls wait for the next fold."""
         return len(self._fitted) // FIT_FIELDS + len(self._rejected) // REJECTION_FIELDS
@@ -573,6 +594,7 @@ class DecisionTally(CycleTally):
             for head, (names,) in _per_session(fitted[0::FIT_FIELDS], fitted[1::FIT_FIELDS]):
                 with self.lock:
                     c = self.cycle(head)
+                    c.add(f"{CALLS}{SEP}{self._predicate}{SEP}n", len(names))
                     for name, count in Counter(names).items():
                         k = f"task{SEP}{name}{SEP}p"
                         c.add(k, count, count)
@@ -585,6 +607,7 @@ class DecisionTally(CycleTally):
                 examples = None
                 with self.lock:
                     c = self.cycle(head)
+                    c.add(f"{CALLS}{SEP}{self._predicate}{SEP}n", len(names))
                     # Counter(zip(...)) keeps a tuple per distinct answer only: zip reuses the rest
                     for answer, count in Counter(zip(names, rules)).items():
                         name, rule = answer
