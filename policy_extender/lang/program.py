@@ -18,8 +18,8 @@ class Program(NamedTuple):
     rules: list[CompiledRule]     # in file and line order
 
 
-def compile(sources: dict[str, str]) -> Program:
-    """All or nothing: every file parsed (a values file read: ``lang.values``), the statements that parsed checked even when others
+def compile(sources: dict[str, str], probe=None) -> Program:
+    """All or nothing (``probe``: a ``lang.probe.Probe`` for expression coverage): every file parsed (a values file read: ``lang.values``), the statements that parsed checked even when others
     did not (so every error is reported at once), then compiled."""
     files, diagnostics, warnings = [], [], []
     settings: list[Setting] = []
@@ -55,7 +55,7 @@ def compile(sources: dict[str, str]) -> Program:
         raise PolicyError(err.diagnostics, sources) from None
     if warnings:
         checked.warnings = (*warnings, *checked.warnings)
-    return Program(checked, compile_rules(checked))
+    return Program(checked, compile_rules(checked, probe))
 
 
 def _two_values_files(names: list[str]) -> Diagnostic:

@@ -81,6 +81,7 @@ def read_set(source: PolicySetSource) -> dict[str, str]:
     return read_sources(source.paths())
 
 
-def load_set(source: PolicySetSource):
-    """The compiled PolicySet of ``source``; raises PolicyError (every problem) or ReadError."""
-    return compile_sources(read_set(source))
+def load_set(source: PolicySetSource, probe=None):
+    """The compiled PolicySet of ``source``; raises PolicyError (every problem) or ReadError.
+    ``probe``: the fixture runner's expression coverage (``lang.probe``)."""
+    return compile_sources(read_set(source), probe)

@@ -153,3 +153,67 @@ def _wait(condition, timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the watcher did not run again in time"
         time.sleep(0.02)
+
+
+COVERED = """\
+filter gpu-only: node.labels.pool == "gpu" or task.requests.gpu == 0
+    when task.annotations.team == "ml"
+score spread: node.idle.cpu
+    when task.requests.cpu > 0 and task.requests.gpu == 0
+"""
+
+
+def coverage_of(tmp_path, cases: str) -> dict:
+    directory = write(tmp_path, "cases:\n" + textwrap.dedent(cases), policy=COVERED)
+    run = run_paths([directory])
+    assert [r.outcome for r in run.results] == ["PASS"] * len(run.results), [r.message for r in run.results]
+    return run.coverage.report()
+
+
+def test_a_filter_whose_when_never_held_is_not_exercised(tmp_path):
+    report = coverage_of(tmp_path, """\
+        - name: no team, fits
+          decision: filter
+          input: {task: {name: t, requests: {gpu: 1}}, node: {name: n}}
+          expect: {fits: true}
+        """)
+    assert [r["rule"] for r in report["never_exercised"]] == ["gpu-only", "spread"]
+    assert [r["rule"] for r in report["guards_never_held"]] == ["gpu-only", "spread"]
+
+
+def test_each_operand_of_and_or_is_covered_when_both_true_and_false(tmp_path):
+    cases = """\
+        - name: ml task on a gpu node
+          decision: filter
+          input: {task: {name: t, annotations: {team: ml}, requests: {gpu: 1}}, node: {name: n, labels: {pool: gpu}}}
+          expect: {fits: true}
+        - name: spread a cpu task
+          decision: score
+          input: {task: {name: t, requests: {cpu: 1}}, nodes: [{name: n, allocatable: {cpu: 4}}]}
+          expect: {order: [n]}
+        """
+    report = coverage_of(tmp_path, cases)
+    assert report["exercised"] == 2 and report["guards_never_held"] == []
+    missing = {(b["expression"], b["missing"]) for b in report["branches"]["not_covered"]}
+    assert missing == {('node.labels.pool == "gpu"', "never false"), ("task.requests.gpu == 0", "never evaluated"),
+                       ("task.requests.cpu > 0", "never false")} | {("task.requests.gpu == 0", "never false")}
+    more = cases.rstrip(" ") + """\
+        - name: ml cpu task off the gpu pool
+          decision: filter
+          input: {task: {name: t, annotations: {team: ml}}, node: {name: n, labels: {pool: cpu}}}
+          expect: {fits: true}
+        - name: ml gpu task off the gpu pool
+          decision: filter
+          input: {task: {name: t, annotations: {team: ml}, requests: {gpu: 1}}, node: {name: n, labels: {pool: cpu}}}
+          expect: {fits: false, rule: gpu-only}
+        - name: a gpu task is not spread
+          decision: score
+          input: {task: {name: t, requests: {cpu: 1, gpu: 1}}, nodes: [{name: n, allocatable: {cpu: 4}}]}
+          expect: {order: [n]}
+        - name: a task without cpu is not spread
+          decision: score
+          input: {task: {name: t}, nodes: [{name: n, allocatable: {cpu: 4}}]}
+          expect: {order: [n]}
+        """
+    branches = coverage_of(tmp_path, more)["branches"]
+    assert branches["not_covered"] == [] and branches["covered"] == branches["operands"] == 4
