@@ -147,3 +147,15 @@ def test_kube_scheduler_replace_keeps_the_other_extenders():
     config = yaml.safe_load(ksc.merge(first, entry, replace=True).text)
     assert [e["urlPrefix"] for e in config["extenders"]] == ["http://gpu-extender:8888/", "http://pe:8713/kube-scheduler"]
     assert config["extenders"][1] == entry
+
+
+def test_kube_scheduler_conf_reads_the_set_with_its_values_file(tmp_path):
+    directory = tmp_path / "p"
+    directory.mkdir()
+    (directory / "a.policy").write_text("protocol kube-scheduler\nparam cap: number = 1\n"
+                                        "filter f: node.allocatable.gpu >= cap\n")
+    (tmp_path / "prod-values.yaml").write_text("a.cap: 2\n")
+    assert ksc.served_rule_kinds([directory], str(tmp_path / "prod-values.yaml")) == frozenset({"filter"})
+    (tmp_path / "bad-values.yaml").write_text("a.nope: 2\n")
+    with pytest.raises(ksc.KubeSchedulerConfError, match="E207"):
+        ksc.served_rule_kinds([directory], str(tmp_path / "bad-values.yaml"))
