@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     sets = policy_sets(args.paths)
     if getattr(args, "values", None):  # the PATHs are one set, once per values file
         merged = tuple(p for paths in sets for p in paths)
-        runs = [check_set((*merged, Path(values))) for values in args.values]
+        runs = [check_set(merged, values) for values in args.values]
     else:
         runs = [check_set(paths) for paths in sets]
     reports = [r for r in runs if r["files"] or r["diagnostics"]]
@@ -105,14 +105,15 @@ def _left_out_note(left_out: list[str]) -> str:
             f"check them as a set of their own: policy-extender check {' '.join(directories)}")
 
 
-def check_set(paths: tuple[Path, ...]) -> dict:
-    """Compile one set: its files, rule count and version, or every diagnostic. Files are named
-    by their path, so an editor can open what the diagnostics point at."""
+def check_set(paths: tuple[Path, ...], values: str | None = None) -> dict:
+    """Compile one set (``paths`` with the values file ``values``): its files, rule count and
+    version, or every diagnostic. Files are named by their path, so an editor can open what the
+    diagnostics point at."""
     from policy_extender.policyset import compile_sources, read_set  # lazy: commands/__init__
     from policy_extender.policyset.files import ReadError
     report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": "", "warnings": []}
     try:
-        source = _source_of(paths)
+        source = _source_of(paths, values)
         report["set"] = source.describe()
         sources = read_set(source)
     except ReadError as error:
@@ -122,7 +123,7 @@ def check_set(paths: tuple[Path, ...]) -> dict:
     except PolicyError as error:  # E407, one file name twice
         report.update(diagnostics=error.to_dicts(), rendered=error.render())
         return report
-    where = _paths_of(paths, sources)
+    where = _paths_of((*paths, *([Path(values)] if values else [])), sources)
     report["files"] = [where[name] for name in sorted(sources)]
     try:
         policy_set = compile_sources(sources)
@@ -139,10 +140,11 @@ def check_set(paths: tuple[Path, ...]) -> dict:
     return report
 
 
-def _source_of(paths: tuple[Path, ...]):
-    """The set of ``paths`` as ``policyset.sets`` builds it: a values file named with them is its values."""
-    from policy_extender.policyset.sets import source_of_paths  # lazy: commands/__init__
-    return source_of_paths(paths)
+def _source_of(paths: tuple[Path, ...], values: str | None = None):
+    """The set of ``paths`` and ``values`` as ``policyset.sets`` builds it (without ``values``, a
+    values file named among the paths is its values)."""
+    from policy_extender.policyset.sets import policy_set_source, source_of_paths  # lazy: commands/__init__
+    return policy_set_source(paths, values) if values else source_of_paths(paths)
 
 
 def _paths_of(paths: tuple[Path, ...], sources: dict[str, str]) -> dict[str, str]:
@@ -200,7 +202,7 @@ def _print_text(reports: list[dict], left_out: list[str], strict: bool = False) 
 def _print_json(reports: list[dict], left_out: list[str], strict: bool = False) -> None:
     diagnostics = [d for r in reports for d in r["diagnostics"]]
     warnings = [d for r in reports for d in r["warnings"]]
-    sets = [{k: r[k] for k in ("files", "rules", "version")} for r in reports]
+    sets = [{k: r[k] for k in ("set", "files", "rules", "version") if k in r} for r in reports]
     ok = not diagnostics and not (strict and warnings)
     print(json.dumps({"ok": ok, "sets": sets, "diagnostics": diagnostics + warnings, "not_loaded": left_out},
                      indent=2))

@@ -192,3 +192,13 @@ def test_test_values_is_the_set_of_fixtures_that_name_none(tmp_path, capsys):
     (tmp_path / "gpu-policies" / "any.fixtures.yaml").write_text(CASES % ("too many", "false"))
     assert main(capsys, "test", tmp_path / "gpu-policies", "--values", tmp_path / "clusters" / "dev-values.yaml")[0] == 0
     assert main(capsys, "test", tmp_path / "gpu-policies", "--values", tmp_path / "clusters" / "prod-values.yaml")[0] == 1
+
+
+def test_check_refuses_a_values_file_not_named_as_one(tmp_path, capsys):
+    team(tmp_path)
+    (tmp_path / "clusters" / "prod.yaml").write_text("gpu-cap.max_gpus: 8\n")
+    code, out, err = main(capsys, "check", tmp_path / "gpu-policies", "--values", tmp_path / "clusters" / "prod.yaml")
+    assert code == 1 and "prod.yaml: a values file's name ends in values.yaml" in err
+    code, out, err = main(capsys, "check", tmp_path / "gpu-policies", "--values", tmp_path / "clusters" / "prod-values.yaml",
+                          "--format", "json")
+    assert json.loads(out)["sets"][0]["set"].endswith("gpu-policies with " + str(tmp_path / "clusters" / "prod-values.yaml"))
