@@ -19,9 +19,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"policy-extender/e2e/volcano/internal/harness"
@@ -70,6 +72,17 @@ func RunDerivedBench(w io.Writer, release, repo string, command []string, work, 
 		if err != nil {
 			return err
 		}
+		stopOnSignal := make(chan os.Signal, 1) // interrupted: stop the service (deferred calls do not run)
+		signal.Notify(stopOnSignal, syscall.SIGINT, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-stopOnSignal:
+				svc.Stop()
+				os.Exit(130)
+			case <-done:
+			}
+		}()
 		derived := filepath.Join(dir, "derived.conf")
 		args := append(append([]string{}, command[1:]...), "volcano-conf", shipped, "--replace", "--policies",
 			filepath.Join(dir, "policies"))
@@ -89,6 +102,8 @@ func RunDerivedBench(w io.Writer, release, repo string, command []string, work, 
 				return err
 			}
 		}
+		close(done)
+		signal.Stop(stopOnSignal)
 		svc.Stop()
 	}
 	fmt.Fprintf(w, "\nload average after: %s\n", loadavg())
