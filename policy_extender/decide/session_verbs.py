@@ -69,7 +69,7 @@ def _report_rules_not_called(service: Service, policy_set, open_cycle: str | Non
     """Rules whose verb Volcano has not called in the last cycles: log and metric (decide.unserved)."""
     watch = getattr(service, "unserved", None)
     if watch is not None:
-        watch.update(policy_set, service.tally, metrics.set_rules_not_called, open_cycle)
+        watch.update_soon(policy_set, service.tally, metrics.set_rules_not_called, open_cycle)
 
 
 def _count_ended_unclosed(service: Service, before) -> None:

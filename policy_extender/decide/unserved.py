@@ -14,6 +14,7 @@ pending task: no predicate call) shows the same; the report says both.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from policy_extender.decide.served import served
@@ -63,12 +64,29 @@ def describe(report: dict) -> list[str]:
 
 class UnservedWatch:
     """Per worker: after each onSessionOpen, the report of the set and the tally, logged when it
-    changes and kept for ``/status`` and the metric."""
+    changes and kept for ``/status`` and the metric. ``update_soon`` does it on a thread of its
+    own, so the open's answer never waits for the store reads (Volcano's httpTimeout bounds it)."""
 
     def __init__(self, cycles: int) -> None:
         self.cycles = cycles
         self.report: dict | None = None
         self._logged: tuple = ()
+        self._lock = threading.Lock()
+        self.thread: threading.Thread | None = None  # the last update_soon's (tests join it)
+
+    def update_soon(self, policy_set: Any, tally: Any, set_metric, open_cycle: str | None = None) -> None:
+        if self.cycles <= 0 or not getattr(tally, "enabled", False):
+            return
+        self.thread = threading.Thread(target=self._update_once, args=(policy_set, tally, set_metric, open_cycle),
+                                       name="rules-not-called", daemon=True)
+        self.thread.start()
+
+    def _update_once(self, *args) -> None:
+        if self._lock.acquire(blocking=False):  # one at a time; a cycle's report is enough
+            try:
+                self.update(*args)
+            finally:
+                self._lock.release()
 
     def update(self, policy_set: Any, tally: Any, set_metric, open_cycle: str | None = None) -> dict | None:
         try:

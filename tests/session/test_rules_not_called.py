@@ -47,6 +47,7 @@ def test_a_ready_rule_whose_verb_is_never_called_is_reported(tmp_path, caplog):
         cycle(svc, ("prioritize", PRIORITIZE))
         with caplog.at_level(logging.WARNING, logger="policy_extender.unserved"):
             cycle(svc, ("prioritize", PRIORITIZE))  # its open sees the two closed before it
+            svc.unserved.thread.join(10)  # the report is made beside the open's answer
         report = rules_not_called(svc.policies.current, svc.tally, 2)
         assert report == {"cycles": 2, "rules": [{"rule": "gang-ready", "kind": "ready", "verb": "jobReady",
                                                  "where": "a.policy:2:1"}]}
