@@ -560,12 +560,14 @@ class DecisionTally(CycleTally):
 
     def note_call(self, head, verb: str, n: int = 1) -> None:
         """``n`` calls of ``verb`` in the cycle of ``head``: the entry ``verb\x1f<verb>\x1fn`` that
-        ``decide.unserved`` reads to tell which verbs Volcano called in each cycle."""
+        ``decide.unserved`` reads to tell which verbs Volcano called in each cycle; one per verb,
+        so kept past the worker's cap (the store's cap may still drop it: a cycle with drops is
+        no evidence there)."""
         if head is None or not self.enabled or n <= 0:
             return
         self.started()
         with self.lock:
-            self.cycle(head).add(f"{CALLS}{SEP}{verb}{SEP}n", n)
+            self.cycle(head).add_beyond_cap(f"{CALLS}{SEP}{verb}{SEP}n", n)
 
     def record_open(self, head) -> None:
         super().record_open(head)
@@ -594,11 +596,11 @@ class DecisionTally(CycleTally):
             for head, (names,) in _per_session(fitted[0::FIT_FIELDS], fitted[1::FIT_FIELDS]):
                 with self.lock:
                     c = self.cycle(head)
-                    c.add(f"{CALLS}{SEP}{self._predicate}{SEP}n", len(names))
                     for name, count in Counter(names).items():
                         k = f"task{SEP}{name}{SEP}p"
                         c.add(k, count, count)
                         c.add(k + _FIT, count, count)
+                    c.add_beyond_cap(f"{CALLS}{SEP}{self._predicate}{SEP}n", len(names))
         if rejected:
             step = REJECTION_FIELDS
             for head, (names, decisions, request_ids) in _per_session(
@@ -607,7 +609,6 @@ class DecisionTally(CycleTally):
                 examples = None
                 with self.lock:
                     c = self.cycle(head)
-                    c.add(f"{CALLS}{SEP}{self._predicate}{SEP}n", len(names))
                     # Counter(zip(...)) keeps a tuple per distinct answer only: zip reuses the rest
                     for answer, count in Counter(zip(names, rules)).items():
                         name, rule = answer
@@ -624,6 +625,7 @@ class DecisionTally(CycleTally):
                         c.first(k, decisions[first].reason, request_ids[first])
                         if k not in c.firsts:  # over the cap: each call would have counted a drop
                             c.dropped += count - 1
+                    c.add_beyond_cap(f"{CALLS}{SEP}{self._predicate}{SEP}n", len(names))
 
     def note_was_new(self, cycle_id: str, k: str, note: str, request_id: str) -> None:
         """The first reason of a job's or queue's rule in the cycle, across every worker: logged."""

@@ -6,7 +6,8 @@ A rule is dead when Volcano never calls its verb: a ``ready`` rule with a conf t
 ``reclaim`` in ``actions:``, or a verb renamed in the conf but not in ``verbs``. Nothing fails:
 the rule is simply never evaluated. The decision tally already counts each verb's calls per cycle
 across every worker and replica (``DecisionTally.note_call``), so after ``cycles`` closed Volcano
-cycles (those with an ``onSessionOpen``; the open one is still filling) a verb serving the set's
+cycles (those with an ``onSessionOpen``; the open one is still filling; one whose entries the
+store's ``tally_max_entries`` cap dropped is not counted) a verb serving the set's
 rules with no call in any of them is reported, with the likely cause. A quiet cluster (no
 pending task: no predicate call) shows the same; the report says both.
 """
@@ -32,9 +33,11 @@ def rules_not_called(policy_set: Any, tally: Any, cycles: int, open_cycle: str |
     ``open_cycle``: the session id of the cycle still open, left out (its calls are still coming)."""
     if policy_set is None or cycles <= 0 or tally is None or not tally.enabled:
         return None
-    called_by_cycle = [(cycle_id, set(_verbs(counts))) for cycle_id, _, _, counts, _ in tally.read(CALLS + SEP)]
-    closed = [verbs for cycle_id, verbs in called_by_cycle
-              if OPENED in verbs and cycle_id != open_cycle][:cycles]  # newest first
+    called_by_cycle = [(cycle_id, dropped, set(_verbs(counts)))
+                       for cycle_id, _, dropped, counts, _ in tally.read(CALLS + SEP)]
+    # newest first; a cycle whose entries the store's cap dropped may lack a verb's: no evidence
+    closed = [verbs for cycle_id, dropped, verbs in called_by_cycle
+              if OPENED in verbs and cycle_id != open_cycle and not dropped][:cycles]
     if len(closed) < cycles:
         return None
     called = set().union(*closed)

@@ -23,10 +23,10 @@ PRIORITIZE = json.dumps(compact.prioritize_body({"name": "t0", "requests": {"gpu
                                                 [{"name": "n1", "allocatable": {"gpu": 8}}])).encode()
 
 
-def service(tmp_path, cycles: int = 2) -> Service:
+def service(tmp_path, cycles: int = 2, **options) -> Service:
     store = f"sqlite:{tmp_path}/sessions.sqlite"
     config = Config(policy_dirs=(str(tmp_path),), session_store=store, reload_interval=0, tally=True,
-                    rules_not_called_cycles=cycles, tally_cycles=3)
+                    rules_not_called_cycles=cycles, tally_cycles=3, **options)
     svc = Service(config, sessions=SqliteStore(store[len("sqlite:"):]))
     svc.policies.activate(compile_sources(SOURCES))
     return svc
@@ -84,5 +84,16 @@ def test_off_with_zero_cycles(tmp_path):
         for _ in range(3):
             cycle(svc)
         assert rules_not_called(svc.policies.current, svc.tally, svc.unserved.cycles) is None
+    finally:
+        svc.tally.close()
+
+
+def test_a_cycle_whose_entries_the_cap_dropped_is_no_evidence(tmp_path):
+    """The store's cap may have dropped a verb's count: such a cycle says nothing."""
+    svc = service(tmp_path, tally_max_entries=2)
+    try:
+        for _ in range(3):
+            cycle(svc, ("prioritize", PRIORITIZE))
+        assert rules_not_called(svc.policies.current, svc.tally, 2) is None
     finally:
         svc.tally.close()
