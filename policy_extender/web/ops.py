@@ -51,8 +51,8 @@ def _rules_not_called(svc: Service) -> dict | None:
         head = svc.sessions.head()
         return rules_not_called(svc.policies.current, svc.tally, svc.unserved.cycles,
                                 head.session_id if head is not None else None)
-    except (SessionLost, StoreUnavailable) as exc:
-        return {"error": str(exc)}
+    except Exception as exc:  # a store that fails or refuses the tally: /status still answers
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _session(svc: Service) -> dict | None:
