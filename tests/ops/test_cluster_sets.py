@@ -202,3 +202,40 @@ def test_check_refuses_a_values_file_not_named_as_one(tmp_path, capsys):
     code, out, err = main(capsys, "check", tmp_path / "gpu-policies", "--values", tmp_path / "clusters" / "prod-values.yaml",
                           "--format", "json")
     assert json.loads(out)["sets"][0]["set"].endswith("gpu-policies with " + str(tmp_path / "clusters" / "prod-values.yaml"))
+
+
+TEAM = Path(__file__).parent / "data" / "gpu-team"
+SHIPPED_CONF = str(Path(__file__).parents[2] / "docker" / "k8s" / "sidecar" / "volcano-scheduler.conf")
+
+
+def test_the_teams_five_policies_per_cluster_with_no_symlink(tmp_path, capsys, monkeypatch):
+    """The issue's "done when": the platform team's five policies (pools, packing, an interactive
+    gate on idle GPUs with a dev and a prod threshold, checkpoint protection, a per-cycle queue
+    cap) as one directory and a values file per cluster: checked, tested, and shipped per cluster."""
+    import shutil
+    shutil.copytree(TEAM, tmp_path / "team")
+    monkeypatch.chdir(tmp_path / "team")
+    code, out, err = main(capsys, "check", "--strict", "gpu-policies", "--values", "clusters/dev-values.yaml",
+                          "--values", "clusters/prod-values.yaml")
+    assert code == 0, err
+    code, out, err = main(capsys, "test", "gpu-policies", "--fail-under", "100")
+    assert code == 0, out + err
+    assert out.count("PASS") == 9 and "two idle GPUs are enough in dev" in out and "not enough in prod" in out
+    versions = {}
+    for cluster in ("dev", "prod"):
+        code, out, err = main(capsys, "configmap", "gpu-policies", "--values", f"clusters/{cluster}-values.yaml")
+        assert code == 0, err
+        document = yaml.safe_load(out)
+        assert f"{cluster}-values.yaml" in document["data"] and len(document["data"]) == 6
+        versions[cluster] = document["metadata"]["annotations"][VERSION_ANNOTATION]
+        code, conf, err = main(capsys, "volcano-conf", SHIPPED_CONF, "--replace", "--policies", "gpu-policies", "--values", f"clusters/{cluster}-values.yaml")
+        assert code == 0, err
+        assert "extender.predicateVerb: predicate" in conf and "extender.queueOverusedVerb" not in conf
+        assert "extender.jobEnqueueableVerb: jobEnqueueable" in conf and "extender.preemptableVerb" in conf
+    assert versions["dev"] != versions["prod"]
+    # the prod expectations do not hold with dev's values: the values file is what is tested
+    prod = (tmp_path / "team" / "gpu-policies" / "prod.fixtures.yaml").read_text()
+    (tmp_path / "team" / "gpu-policies" / "prod.fixtures.yaml").write_text(prod.replace("values: ../clusters/prod-values.yaml\n", ""))
+    assert main(capsys, "test", "gpu-policies/prod.fixtures.yaml", "--values", "clusters/prod-values.yaml")[0] == 0
+    code, out, _ = main(capsys, "test", "gpu-policies/prod.fixtures.yaml", "--values", "clusters/dev-values.yaml")
+    assert code == 1 and "FAIL" in out
