@@ -48,7 +48,7 @@ LOGGER_CLASS = "policy_extender.web.gunicorn_logger.ServiceLogger"
 def settings(config: Config) -> dict[str, Any]:
     """gunicorn's settings (``cfg.set`` names) for ``config``."""
     return {
-        "bind": [config.bind],
+        "bind": [config.bind, *([config.ops_bind] if config.ops_bind else [])],  # web/ports.py splits them
         "workers": config.workers,
         "threads": config.threads,
         "worker_class": WORKER_CLASS,

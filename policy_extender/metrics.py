@@ -85,6 +85,7 @@ class Metrics:
     audit_decisions: Any
     tally_flush_failures: Any
     body_maps: Any
+    connections_closed: Any
     rules_not_called: Any = None
     children: dict = field(default_factory=dict)
 
@@ -145,6 +146,11 @@ def build() -> Metrics:
         body_maps=Counter(PREFIX + "body_maps", "Request bodies of 32 MiB and more, by the memory they were received "
                           "into: new (mapped for the body) or kept (an earlier body's, keep_body_maps).",
                           ("source",), registry=registry),
+        connections_closed=Counter(PREFIX + "connections_closed",
+                                   "Connections a worker closed (answered 503) before their request arrived whole, "
+                                   "by the bound they were closed to keep: memory (body_memory: the slowest "
+                                   "first) or connections (worker_connections: the oldest first).",
+                                   ("bound",), registry=registry),
     )
 
 
@@ -472,6 +478,12 @@ def count_session(event: str) -> None:
 def count_body_map(source: str) -> None:
     """A body of 32 MiB and more received into ``new`` memory or a ``kept`` map (``web.socket_body``)."""
     _child(metrics().body_maps, source).inc()
+
+
+def count_connection_closed(bound: str) -> None:
+    """A connection closed by a worker's event loop to keep ``memory`` (``body_memory``) or
+    ``connections`` (``worker_connections``) bounded (``web.worker``)."""
+    _child(metrics().connections_closed, bound).inc()
 
 
 def count_late_open() -> None:

@@ -11,11 +11,13 @@ Files are created 0600 in 0700 directories.
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import logging
 import os
 import queue
 import socket
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -219,7 +221,8 @@ class _Writer:
         directory = os.path.join(self.recorder.directory, cycle)
         make_private_dir(directory)
         path = os.path.join(directory, f"{self.host}-{os.getpid()}.rec")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        # never through a symbolic link planted at the file's name (another user's file written to)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | NOFOLLOW, 0o600)
         os.fchmod(fd, 0o600)
         if os.fstat(fd).st_size == 0:
             frames.write_all(fd, frames.frame_parts(self._header(cycle, session_id, opened_at)))
@@ -256,7 +259,15 @@ class _Writer:
         self.files.clear()
 
 
+#: ``O_NOFOLLOW`` where the system has it: opening a symbolic link fails (``ELOOP``)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
 def make_private_dir(path: str) -> None:
-    """``path`` (and missing parents) as a directory only its owner can enter (0700)."""
+    """``path`` (and missing parents) as a directory only its owner can enter (0700); a symbolic
+    link there is refused (OSError), not followed: the recording is written only where it says."""
     os.makedirs(path, mode=0o700, exist_ok=True)
+    if stat.S_ISLNK(os.lstat(path).st_mode):
+        raise OSError(errno.ELOOP, f"{path} is a symbolic link: the recorder writes only into "
+                      "directories, never through a link; remove it or record elsewhere")
     os.chmod(path, 0o700)

@@ -5,6 +5,8 @@ never fixture_runner, replay or commands.
 Verb routes (``POST /predicate`` ...) are answered by :class:`dispatch.VerbDispatch`, a thin WSGI
 layer in front of Flask that reads the body and answers as ``decide.handlers.respond`` does; the ops routes
 (``ops``) and ``GET /why`` (``why``) are Flask blueprints; every error is a JSON body ``{"error": ...}``.
+With ``ops_bind`` set, ``ports.PortSplit`` answers the verbs on ``bind`` alone and the rest on
+``ops_bind`` alone.
 Long-lived state lives in ``app.extensions["policy_extender"]`` (:class:`policy_extender.service.Service`,
 read through ``current.service()``).
 """
@@ -26,6 +28,7 @@ from policy_extender.verb_names.volcano import ON_SESSION_OPEN
 from policy_extender.web import current, socket_body
 from policy_extender.web.dispatch import VerbDispatch
 from policy_extender.web.ops import ops
+from policy_extender.web.ports import PortSplit
 from policy_extender.web.why import why
 
 log = logging.getLogger("policy_extender.web")
@@ -46,6 +49,8 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
     app.register_error_handler(HTTPException, _http_error)
     # verb calls bind their own request id; the dispatch counts each in the metrics itself
     app.wsgi_app = VerbDispatch(svc, RequestIdMiddleware(app.wsgi_app), notable=_notable_call(svc.config))  # type: ignore[method-assign]  # Flask's way to wrap its WSGI app
+    if svc.config.ops_bind:  # the verbs on bind alone, the rest on ops_bind alone (web/ports.py)
+        app.wsgi_app = PortSplit(app.wsgi_app, svc.routes, svc.config.bind, svc.config.ops_bind)  # type: ignore[method-assign]
     if start:
         svc.start()
     return app

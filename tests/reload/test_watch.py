@@ -79,14 +79,14 @@ def test_plain_directory_edit_delete_and_recreate(tmp_path):
     assert texts(d) == {"a.policy": "A2", "b.policy": "B again"}
 
 
-def test_plain_directory_follows_symlinks_and_skips_dangling_ones(tmp_path):
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "real.policy").write_text("R")
+def test_plain_directory_follows_symlinks_within_it_and_skips_dangling_ones(tmp_path):
+    # (a link out of the directory is refused: tests/reload/test_symlinks.py)
     d = tmp_path / "dir"
-    d.mkdir()
+    elsewhere = d / "elsewhere"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "real.policy").write_text("R")
     os.symlink(elsewhere / "real.policy", d / "linked.policy")
-    os.symlink(elsewhere / "missing.policy", d / "dangling.policy")
+    os.symlink(tmp_path / "missing.policy", d / "dangling.policy")
     assert texts(str(d)) == {"linked.policy": "R"}
 
 
