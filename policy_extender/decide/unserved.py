@@ -85,11 +85,8 @@ class UnservedWatch:
         self.thread.start()
 
     def _update_once(self, *args) -> None:
-        if self._lock.acquire(blocking=False):  # one at a time; a cycle's report is enough
-            try:
-                self.update(*args)
-            finally:
-                self._lock.release()
+        with self._lock:  # one at a time, in the order of the opens: the newest open's is the last word
+            self.update(*args)
 
     def update(self, policy_set: Any, tally: Any, set_metric, open_cycle: str | None = None) -> dict | None:
         try:
