@@ -31,6 +31,8 @@ func main() {
 	benchCycle := flag.String("bench-cycle", "", "benchmark (internal): run one cycle against this extender URL (none: without), or marshal")
 	benchSize := flag.String("bench-size", "", "benchmark (internal): NODESxPODS of -bench-cycle")
 	flag.Bool("json", true, "report each scenario's actual outcome as one JSON object per line (the only mode: policy-extender test compares)")
+	benchDerived := flag.String("bench-derived", "", "run the derived-conf benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
+	flag.StringVar(&benchConf, "bench-conf", "", "benchmark (internal): the scheduler conf of -bench-cycle (default: the shipped one)")
 	flag.Parse()
 	if *serveExtender != "" {
 		if err := ServeExtender(*serveExtender, *bind); err != nil {
@@ -63,6 +65,12 @@ func main() {
 	}
 	defer cleanup()
 	command := f.Command()
+	if *benchDerived != "" {
+		if err := RunDerivedBench(report, f.Release, f.Repo, command, f.Work, *benchDerived, *rounds); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if *bench != "" {
 		if err := RunBench(report, f.Release, f.Repo, command, f.Work, *bench, *rounds); err != nil {
 			fatal(err)
