@@ -24,8 +24,9 @@ from policy_extender.lang.values import Setting
 ALL_ROOTS = {name: t for roots in schema.DECISION_ROOTS.values() for name, t in roots.items()}
 WIRE_ROOTS = ("task", "node", "job", "queue")
 #: Roots whose reads are recorded like the wire roots': ``cluster`` reads the onSessionOpen body
-#: (its reads decide what the session snapshot keeps: no node unless one is read)
-READ_ROOTS = (*WIRE_ROOTS, "cluster")
+#: (its reads decide what the session snapshot keeps: no node unless one is read); ``allocation``
+#: the allocate events' tasks (what their records keep: ``wire.paths.placed_paths``)
+READ_ROOTS = (*WIRE_ROOTS, "cluster", "allocation")
 BOOL_KINDS = frozenset(schema.DECISION_ROOTS) - {"score"}
 MODIFIER_KINDS = {
     "when": frozenset(schema.DECISION_ROOTS),
@@ -976,7 +977,7 @@ class Checker:
 def _origin(obj: Typed) -> tuple[str, tuple] | None:
     """Where a read on ``obj`` starts: its origin, or for an object of a wire type reached without
     one (a map's value, ``values(cluster.queues)``, an ``if`` of two jobs) the object itself."""
-    if obj.origin is None and obj.type in WIRE_ROOTS:
+    if obj.origin is None and obj.type in READ_ROOTS:
         return (obj.type, ())
     return obj.origin
 

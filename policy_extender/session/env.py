@@ -44,11 +44,26 @@ class SessionEnv:
         self.snapshot = snapshot
         self.counters = counters
         self._cluster: Any = None
-        if type(snapshot) is Snapshot:  # its own job() is this one's (None for ""): a call less
+        #: job UID -> the snapshot's job net of this picture's events on its tasks (on first use)
+        self._net_jobs: dict[str, Any] | None = None
+        if counters.placed.size or counters.evicted.size:
+            self._net_jobs = {}
+        elif type(snapshot) is Snapshot:  # its own job() is this one's (None for ""): a call less
             self.job = snapshot.job  # type: ignore[method-assign]  # the snapshot's own bound method
 
     def job(self, uid: str) -> Any | None:
-        return self.snapshot.job(uid) if uid else None
+        """The snapshot's job ``uid``, net of this cycle's events on its tasks (``wire.views.net_job``:
+        a task placed is Allocated or Pipelined on its node, one evicted Releasing)."""
+        job = self.snapshot.job(uid) if uid else None
+        net = self._net_jobs
+        if job is None or net is None:
+            return job
+        found = net.get(uid)
+        if found is None:  # two threads may both build it: the same view either way
+            counters = self.counters
+            found = net[uid] = job.net_of(counters.placed.bucket("job", uid), counters.evicted.bucket("job", uid),
+                                          self)
+        return found
 
     def queue(self, name: str) -> Any | None:
         return self.snapshot.queue(name) if name else None
@@ -64,7 +79,9 @@ class SessionEnv:
         (``wire.cluster``), built on first use and kept with this picture."""
         cluster = self._cluster
         if cluster is None:
-            cluster = self._cluster = self.snapshot.cluster_facts().view(self.counters.by_node)
+            counters = self.counters
+            cluster = self._cluster = self.snapshot.cluster_facts().view(counters.by_node, counters.placed,
+                                                                         counters.evicted, self)
         return cluster
 
     def __repr__(self) -> str:
