@@ -144,14 +144,18 @@ TASK_STATUSES: dict[int, str] = {
 
 
 #: Wire keys every decoder keeps whatever the policies read (identity, and what the service itself
-#: needs: victims are echoed whole, allocate events need the job, node, requests and status: a
-#: Pipelined task is recorded as such).
+#: needs: victims are echoed whole, allocate events need the job, node and requests).
 ALWAYS_READ: dict[str, tuple[WirePath, ...]] = {
-    "task": (("UID",), ("Job",), ("Name",), ("Namespace",), ("NodeName",), ("Resreq",), ("Status",)),
+    "task": (("UID",), ("Job",), ("Name",), ("Namespace",), ("NodeName",), ("Resreq",)),
     "node": (("Name",),),
     "job": (("UID",), ("Name",), ("Namespace",), ("Queue",)),
     "queue": (("UID",), ("Name",)),
 }
+
+
+#: What an allocate/deallocate event's decoder keeps of its task beyond ``ALWAYS_READ`` (not
+#: required): its status, which the record keeps (a Pipelined task stays one in this cycle's views).
+EVENT_READ: tuple[WirePath, ...] = (("Status",),)
 
 
 def wire_paths(step: Step) -> tuple[WirePath, ...]:

@@ -15,16 +15,16 @@ from typing import Any
 
 import msgspec
 
-from .paths import ALWAYS_READ, WirePath
+from .paths import ALWAYS_READ, EVENT_READ, WirePath
 
 
 def kept_task(raw: Any, paths: Iterable[WirePath] | None) -> dict[str, Any]:
     """``raw`` (a decoded task: a pruned Struct or a dict) as a dict of Go keys holding only the
-    values at ``paths`` and at ``ALWAYS_READ``'s task paths (a path ending in a value keeps it
-    whole; nulls are left out)."""
+    values at ``paths`` and at ``ALWAYS_READ``'s and ``EVENT_READ``'s task paths (a path ending
+    in a value keeps it whole; nulls are left out)."""
     whole = msgspec.to_builtins(raw) if not isinstance(raw, dict) else raw
     kept: dict[str, Any] = {}
-    for path in (*ALWAYS_READ["task"], *(paths or ())):
+    for path in (*ALWAYS_READ["task"], *EVENT_READ, *(paths or ())):
         _copy(whole, kept, path)
     return kept
 

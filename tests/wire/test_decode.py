@@ -303,7 +303,7 @@ def test_node_tasks_keep_only_read_task_fields():
     reads = {"node": frozenset({("Tasks", "*"), ("Tasks", "*", "Pod", "metadata", "labels")})}
     node = decode_predicate(sample("predicate"), reads).node
     first = node.tasks[0].raw
-    assert set(type(first).__struct_fields__) == {"UID", "Job", "Name", "Namespace", "NodeName", "Resreq", "Status", "Pod"}
+    assert set(type(first).__struct_fields__) == {"UID", "Job", "Name", "Namespace", "NodeName", "Resreq", "Pod"}
     assert set(type(first.Pod).__struct_fields__) == {"metadata"}
     assert set(type(first.Pod.metadata).__struct_fields__) == {"labels"}
 
