@@ -90,7 +90,7 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("best_effort", "bool", "the task requests no resources"),
         Field("node_name", "string", "node the task is placed on (empty while pending)"),
         Field("job_id", "string", "UID of the task's job"),
-        Field("job", "job", "the task's job, from the session snapshot (null with no open session)", session=True),
+        Field("job", "job", "the task's job, from the session snapshot (null with no open session), net of this cycle's events on its tasks (their status, ready_tasks, pending_tasks, allocated)", session=True),
         Field("queue", "queue", "the task's job's queue, from the session snapshot", session=True),
     ),
     "node": _fields(
