@@ -124,7 +124,7 @@ def _event(service: Service, body: bytes, kind: str) -> Reply:
     # the task as this cycle's views read it (session.allocations, cluster.nodes[].tasks)
     kept = placed.kept_task(task.raw, reads.get(PLACED) if reads is not None else None)
     record = encode_allocation(AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",
-                                                resources, kept.get("Status") or 0, kept))
+                                                resources, placed.status_of(task.raw), kept))
     store = getattr(service.sessions, kind)
     if not store(head.session_id, task.uid or "", record):
         raise VerbError(503, f"{kind}Func: session {head.session_id} ended while the event was "

@@ -63,12 +63,9 @@ class AllocationView:
     status = property(lambda self: TASK_STATUSES.get(field_of(self.raw, "Status")))
 
     def task_raw(self) -> dict[str, Any]:
-        """The task as a node's ``tasks`` hold it (a ``TaskView``'s raw): the record's, or its
-        identity alone for a record that kept none."""
-        raw = self.raw
-        if isinstance(raw, dict):
-            return raw
-        return {"UID": self.task, "Job": self.job or "", "NodeName": self.node or ""}
+        """The task as a node's ``tasks`` hold it (a ``TaskView``'s raw): what the record kept of
+        it, with the record's own UID, job and node (and status, ``raw_of``)."""
+        return {**(self.raw or {}), "UID": self.task, "Job": self.job or "", "NodeName": self.node or ""}
 
     def __repr__(self) -> str:
         return (f"AllocationView(task={self.task!r}, job={self.job!r}, queue={self.queue!r}, "

@@ -156,23 +156,38 @@ def test_each_field_follows_the_cycles_events(expression, events, value):
 
 
 def test_a_record_keeps_only_what_the_rules_read_of_a_placed_task():
-    """The allocate event's record keeps the identity, requests and status, and the task fields a
-    rule reads of an allocation or of a node's tasks: not the pod."""
-    import msgspec
-
+    """The allocate event's record keeps its identity, requests and status as before, and of its
+    task only the fields a rule reads of an allocation or of a node's tasks: not the pod."""
     from policy_extender.session.allocation import decode_allocation
 
-    def kept(text: str) -> dict:
+    def kept(text: str):
         exchanger = Exchanger(compile_sources({"p.policy": text}))
         exchanger.open_session(orjson.dumps(compact.session_body(SESSION["jobs"], SESSION["queues"], SESSION["nodes"])))
         exchanger.call("allocateFunc", _task_body("inf-a-0", ALLOCATED, "s2"))
         store = exchanger.service.sessions
         [change] = store.changes(store.head().session_id, 0)
-        return msgspec.to_builtins(decode_allocation(change.record).task)
+        return decode_allocation(change.record)
 
     plain = kept("filter f: session.allocated.tasks < 3\n")
-    assert set(plain) == {"UID", "Job", "Name", "Namespace", "NodeName", "Resreq", "Status"}
+    assert (plain.task_uid, plain.job_uid, plain.node_name, plain.status, plain.task) == (INF_UID, "ml/inf-a", "s2", ALLOCATED, None)
+    assert plain.resources == {"nvidia.com/gpu": 1.0, "pods": 1.0}
     labels = kept("filter f: count(a for a in session.allocations if a.labels['app'] == 'x') < 3\n")
-    assert labels["Pod"] == {"metadata": {"labels": {"app": "inference"}}}
-    node_tasks = kept("filter f: sum(len(n.tasks) for n in cluster.nodes if any(t.annotations['team'] == 'a' for t in n.tasks)) < 3\n")
-    assert node_tasks["Pod"] == {"metadata": {"annotations": {"team": "a"}}}
+    assert labels.task == {"Pod": {"metadata": {"labels": {"app": "inference"}}}}
+    node_tasks = kept("filter f: sum(len(n.tasks) for n in cluster.nodes if any(t.annotations['team'] == 'a' and t.name != 'x' for t in n.tasks)) < 3\n")
+    assert node_tasks.task == {"Name": "inf-a-0", "Pod": {"metadata": {"annotations": {"team": "a"}}}}
+
+
+def test_a_record_written_before_records_kept_the_task_still_decodes():
+    """A rolling upgrade: a record of the old shape (four fields) in the store decodes with no
+    status and no task, and its allocation reads its identity, null task fields."""
+    import msgspec
+
+    from policy_extender.session.allocation import decode_allocation
+    from policy_extender.wire.session_views import PlacedTask, allocation_view
+
+    record = decode_allocation(msgspec.msgpack.encode(["uid-1", "ml/inf-a", "s2", {"nvidia.com/gpu": 1.0}]))
+    assert (record.status, record.task) == (0, None)
+    view = allocation_view(PlacedTask(record.task_uid, record.job_uid, "default", record.node_name,
+                                      record.resources, record.status, record.task))
+    assert (view.task, view.node, view.name, view.labels, view.status) == ("uid-1", "s2", None, {}, None)
+    assert view.task_raw() == {"UID": "uid-1", "Job": "ml/inf-a", "NodeName": "s2"}
