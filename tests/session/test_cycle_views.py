@@ -191,3 +191,29 @@ def test_a_record_written_before_records_kept_the_task_still_decodes():
                                       record.resources, record.status, record.task))
     assert (view.task, view.node, view.name, view.labels, view.status) == ("uid-1", "s2", None, {}, None)
     assert view.task_raw() == {"UID": "uid-1", "Job": "ml/inf-a", "NodeName": "s2"}
+
+
+def test_a_picture_replaced_by_the_next_is_freed_without_a_collection():
+    """A picture with events (its jobs net, its cluster nodes seen through them) holds no
+    reference cycle: once the cache moves on, its reference count frees it, no collection waits."""
+    import gc
+    import weakref
+
+    policy = compile_sources({"p.policy": "filter f: job.ready_tasks + len(cluster.nodes[1].tasks) >= 0\n"})
+    exchanger = Exchanger(policy)
+    exchanger.open_session(orjson.dumps(compact.session_body(SESSION["jobs"], SESSION["queues"], SESSION["nodes"])))
+    exchanger.call("allocateFunc", _task_body("inf-a-0", ALLOCATED, "s2"))
+    cache = exchanger.service.session_cache
+    gc.disable()
+    try:
+        env = cache.env()
+        assert env.job("ml/inf-a").ready_tasks == 1 and len(env.cluster_view().nodes[1].tasks) == 1
+        assert env.cluster_view().nodes[1].tasks[0].job.ready_tasks == 1
+        picture = weakref.ref(env)
+        del env
+        exchanger.call("allocateFunc", _task_body("train-1", ALLOCATED, "s1"))
+        assert cache.env().job("ml/train").ready_tasks == 2  # the cache moved on to the next picture
+        assert picture() is None, gc.get_referrers(picture())
+    finally:
+        gc.enable()
+        exchanger.close_session()
