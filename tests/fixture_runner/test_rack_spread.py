@@ -65,3 +65,30 @@ def test_rack_spread_over_the_nodes_tasks(tmp_path):
 
 def test_rack_spread_over_the_allocations_labels(tmp_path):
     assert all(outcome == "PASS" for _, outcome, _ in _outcomes(tmp_path, BY_ALLOCATIONS)), _outcomes(tmp_path, BY_ALLOCATIONS)
+
+
+def test_a_fixtures_allocations_reach_the_rules_with_their_tasks_fields(tmp_path):
+    """`session: allocations:` are allocateFunc events of compact tasks: their labels and role
+    reach `session.allocations`, and the tasks join their node in `cluster.nodes`."""
+    directory = write_policy_dir(tmp_path, policy="""\
+filter probe: false
+    reason "{count(a for a in session.allocations if a.labels['app'] == 'inference' and a.role == 'serve')} {sum(len(n.tasks) for n in cluster.nodes if n.name == 's1')}"
+""", fixtures="""\
+cases:
+  - name: two inference pods placed on s1
+    decision: filter
+    input:
+      task: {name: t, job: ml/inf-a}
+      node: {name: s1}
+    session:
+      jobs: [{uid: ml/inf-a, queue: default}]
+      queues: [{name: default}]
+      nodes: [{name: s1}]
+      allocations:
+        - {name: a-0, job: ml/inf-a, node_name: s1, role: serve, labels: {app: inference}}
+        - {name: a-1, job: ml/inf-a, node_name: s1, role: serve, labels: {app: inference}}
+        - {name: b-0, job: ml/inf-a, node_name: s1, role: serve, labels: {app: train}}
+    expect: {fits: false, rule: probe, reason: ": 2 3$"}
+""")
+    [result] = run_paths([directory]).results
+    assert result.outcome == "PASS", result.message
