@@ -85,6 +85,7 @@ class Metrics:
     audit_decisions: Any
     tally_flush_failures: Any
     body_maps: Any
+    connections_closed: Any
     children: dict = field(default_factory=dict)
 
 
@@ -140,6 +141,11 @@ def build() -> Metrics:
         body_maps=Counter(PREFIX + "body_maps", "Request bodies of 32 MiB and more, by the memory they were received "
                           "into: new (mapped for the body) or kept (an earlier body's, keep_body_maps).",
                           ("source",), registry=registry),
+        connections_closed=Counter(PREFIX + "connections_closed",
+                                   "Connections a worker closed (answered 503) before their request arrived whole, "
+                                   "by the bound they were closed to keep: memory (body_memory: the slowest "
+                                   "first) or connections (worker_connections: the oldest first).",
+                                   ("bound",), registry=registry),
     )
 
 
@@ -332,7 +338,7 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
     if status_code != 200:
         rule = outcome = ""
     pending = _pending
-    if pending.flusher_pid is not process.pid:  # another int object only after a fork
+    if pending.flusher_pid != process.pid:  # a forked child: its flusher is not running
         start_flusher()
     calls = pending.calls
     calls.extend((verb, status_code, seconds, body_bytes, rule, outcome))  # one atomic extend
@@ -460,6 +466,12 @@ def count_session(event: str) -> None:
 def count_body_map(source: str) -> None:
     """A body of 32 MiB and more received into ``new`` memory or a ``kept`` map (``web.socket_body``)."""
     _child(metrics().body_maps, source).inc()
+
+
+def count_connection_closed(bound: str) -> None:
+    """A connection closed by a worker's event loop to keep ``memory`` (``body_memory``) or
+    ``connections`` (``worker_connections``) bounded (``web.worker``)."""
+    _child(metrics().connections_closed, bound).inc()
 
 
 def count_late_open() -> None:

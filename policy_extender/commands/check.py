@@ -33,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="text for people (default), json for tools")
     parser.add_argument("--strict", action="store_true",
                         help="treat warnings (an unused let) as errors: exit 1 when there is one")
+    parser.add_argument("--cost", action="store_true",
+                        help="print each rule's estimated cost per call, in nodes (N), this cycle's allocations "
+                             "(A), tasks of a job (J), tasks on a node (T) and queues (Q)")
+    parser.add_argument("--scale", metavar="nodes=N,tasks=M[,allocations=A]",
+                        help="evaluate every rule, alone, on a generated cluster of that size and report each "
+                             "rule's worst call (elements visited, time); exit 1 when a rule errs there")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,8 +51,45 @@ def run(args: argparse.Namespace) -> int:
         print(f"policy-extender check: no *.policy files in {', '.join(args.paths)}"
               f"{_left_out_note(left_out)}", file=sys.stderr)
         return 2
+    scale = None
+    if getattr(args, "scale", None):  # a Namespace built by hand (tests) may lack the newer options
+        from policy_extender.fixture_runner.scale import Scale  # lazy: commands/__init__
+        try:
+            scale = Scale.parse(args.scale)
+        except ValueError as error:
+            print(f"policy-extender check: {error}", file=sys.stderr)
+            return 2
+    if getattr(args, "cost", False) or scale is not None:
+        for paths, report in zip(sets, [check_set(paths) for paths in sets]):
+            _measure(paths, report, reports, getattr(args, "cost", False), scale)
     (_print_json if args.format == "json" else _print_text)(reports, left_out, args.strict)
-    return 1 if any(r["diagnostics"] or (args.strict and r["warnings"]) for r in reports) else 0
+    erred = any(m["error"] for r in reports for m in r.get("scale", {}).get("rules", ()))
+    return 1 if erred or any(r["diagnostics"] or (args.strict and r["warnings"]) for r in reports) else 0
+
+
+def _measure(paths: tuple[Path, ...], report: dict, reports: list[dict], cost: bool, scale) -> None:
+    """Add to the report of ``paths`` (in ``reports``) its rules' cost estimates and, with
+    ``scale``, each rule measured on a generated cluster of that size (``fixture_runner.scale``)."""
+    from policy_extender.policyset import compile_sources, read_sources  # lazy: commands/__init__
+    mine = next((r for r in reports if r["files"] == report["files"]), None)
+    if mine is None or mine["diagnostics"]:
+        return
+    policy_set = compile_sources(read_sources(paths))
+    where = {r.name: f"{_paths_of(paths, policy_set.sources).get(r.file, r.file)}:{r.line}" for r in policy_set.rules}
+    if cost:
+        mine["costs"] = [{"rule": c.rule, "kind": c.kind, "where": where.get(c.rule, ""), "cost": c.text(),
+                          "quadratic": c.degree >= 2} for c in policy_set.costs]
+    if scale is not None:
+        from policy_extender.fixture_runner.scale import Bench  # lazy: commands/__init__
+        bench = Bench(policy_set, scale)
+        try:
+            measured = bench.measure()
+        finally:
+            bench.close()
+        mine["scale"] = {"cluster": scale.text(), "open_seconds": round(bench.open_seconds, 3),
+                         "rules": [{"rule": m.rule, "kind": m.kind, "verb": m.verb, "where": where.get(m.rule, ""),
+                                    "elements": m.elements, "ms": round(m.seconds * 1e3, 3), "error": m.error}
+                                   for m in measured]}
 
 
 def policy_sets(paths) -> list[tuple[Path, ...]]:
@@ -158,6 +201,8 @@ def _print_text(reports: list[dict], left_out: list[str], strict: bool = False) 
     files = sum(len(r["files"]) for r in reports)
     in_files = f"in {files} policy file{'s' * (files != 1)}"
     warned = f"{warnings} warning{'s' * (warnings != 1)}"
+    for report in reports:
+        _print_costs(report)
     if errors:
         print(f"{errors} error{'s' * (errors != 1)} {in_files}", file=sys.stderr)
     elif strict and warnings:
@@ -168,10 +213,39 @@ def _print_text(reports: list[dict], left_out: list[str], strict: bool = False) 
               + (f", {warned}" if warnings else ""))
 
 
+#: Volcano's default extender.httpTimeout: a call slower than this is marked in --scale's table
+SLOW_SECONDS = 1.0
+
+
+def _print_costs(report: dict) -> None:
+    """``--cost``'s estimate per rule and ``--scale``'s measurements, as text."""
+    if report.get("costs"):
+        print("cost per call (elements visited; N nodes, A this cycle's allocations, J tasks of a job, "
+              "T tasks on a node, Q queues):")
+        width = max(len(c["where"]) + len(c["rule"]) for c in report["costs"]) + 3
+        for c in report["costs"]:
+            mark = "  quadratic: W501" if c["quadratic"] else ""
+            print(f"  {(c['where'] + ' ' + c['rule']).ljust(width)} {c['kind']:<11} {c['cost']}{mark}")
+    scale = report.get("scale")
+    if scale:
+        print(f"scale: {scale['cluster']} (generated; the session opened in {scale['open_seconds']:.1f} s)")
+        print(f"  {'rule':<24} {'kind':<11} {'verb':<15} {'elements':>10} {'ms/call':>10}")
+        for m in scale["rules"]:
+            note = f"  {m['error']}" if m["error"] else ("  over 1 s (Volcano's default httpTimeout)"
+                                                         if m["ms"] > SLOW_SECONDS * 1e3 else "")
+            print(f"  {m['rule']:<24} {m['kind']:<11} {m['verb']:<15} {m['elements']:>10,} {m['ms']:>10.1f}{note}")
+        if scale["rules"]:
+            worst = scale["rules"][0]
+            erred = f", {worst['error']}" if worst["error"] else ""
+            print(f"worst: rule '{worst['rule']}' ({worst['where']}, {worst['verb']}): {worst['elements']:,} elements, "
+                  f"{worst['ms']:.1f} ms a call{erred}")
+
+
 def _print_json(reports: list[dict], left_out: list[str], strict: bool = False) -> None:
     diagnostics = [d for r in reports for d in r["diagnostics"]]
     warnings = [d for r in reports for d in r["warnings"]]
-    sets = [{k: r[k] for k in ("files", "rules", "version")} for r in reports]
+    sets = [{**{k: r[k] for k in ("files", "rules", "version")}, **{k: r[k] for k in ("costs", "scale") if k in r}}
+            for r in reports]
     ok = not diagnostics and not (strict and warnings)
     print(json.dumps({"ok": ok, "sets": sets, "diagnostics": diagnostics + warnings, "not_loaded": left_out},
                      indent=2))

@@ -43,7 +43,7 @@ ANCHOR_PLUGINS = ("priority", "conformance")
 
 #: Verbs the shipped confs leave out: with ``ignorable: true`` a failed jobReady call answers
 #: false, so no job is ready while the service is down, and Volcano's gang plugin already checks
-#: readiness (README, "Point Volcano at it"); ``--include-verb jobReady`` adds it for ready rules.
+#: readiness (docs/volcano.md, "Point Volcano at it"); ``--include-verb jobReady`` adds it for ready rules.
 DEFAULT_OMITTED = (JOB_READY,)
 #: The shipped confs' extender.httpTimeout (docs/operations.md, "Choosing extender.httpTimeout").
 DEFAULT_HTTP_TIMEOUT = "1s"

@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from policy_extender import schema
 from policy_extender.errors import EvalError
-from policy_extender.lang import ast, codes, runtime, types
+from policy_extender.lang import ast, runtime, types
+from policy_extender.lang.budget import current as current_budget
 from policy_extender.lang.builtins import BUILTINS
 from policy_extender.lang.checker import Checked, CheckedRule
 from policy_extender.lang.explain import explainer
@@ -313,7 +314,7 @@ class Compiler:
         source = self.indexed(node, slot)
         if source is None:
             items = self.expr(node.iterable)
-            source = lambda c: _elements(c, items, span)  # noqa: E731
+            source = lambda c: _elements(c, items, span)  # noqa: E731 - a closure like the indexed source
         return _AGGREGATES[node.func](source, elem, cond, slot, span, bool_elem)
 
     # --- the index of session.allocations / session.evictions ---------------------------------------
@@ -426,7 +427,8 @@ def _spent(c: Context, value, span):
     """``value``, after charging what visiting it costs to this evaluation's work budget.
 
     One aggregate is bounded by MAX_ITERATIONS, but nested aggregates, or list operations inside
-    one, multiply: the budget bounds the whole evaluation (E512), so no policy can hold a worker.
+    one, multiply: the budget bounds the whole call (E512), and its deadline the time (E513), so
+    no policy can hold a worker.
     """
     kind = type(value)
     if kind is str:
@@ -438,11 +440,13 @@ def _spent(c: Context, value, span):
 
 
 def _charge(c: Context, cost: int, span) -> None:
-    c.work -= cost
-    if c.work < 0:
-        raise EvalError(codes.E512, f"evaluation visited more than {runtime.MAX_WORK} elements "
-                        "(nested aggregates or list operations inside one); limit "
-                        f"{runtime.MAX_WORK}", span)
+    """``cost`` off the call's budget (``lang.budget``: one per call, shared by its evaluations)."""
+    b = c.budget
+    if b is None:
+        b = c.budget = current_budget()
+    b.left -= cost
+    if b.left < b.look_at:  # nothing left, or time to look at the clock
+        b.look(span)
 
 
 def _elements(c: Context, items: Fn, span) -> list:

@@ -9,7 +9,7 @@ from policy_extender.fixture_runner.coverage import render
 from policy_extender.fixture_runner.loader import load_file
 from policy_extender.fixture_runner.runner import run_paths
 
-from .conftest import REPO, write_policy_dir
+from tests.support.fixture_dirs import REPO, write_policy_dir
 
 BOTH = """\
 protocol volcano, kube-scheduler

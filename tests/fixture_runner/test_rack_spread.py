@@ -4,7 +4,7 @@ through ``cluster.nodes[].tasks`` (this cycle's placements among a node's tasks)
 
 from policy_extender.fixture_runner.runner import run_paths
 
-from .conftest import write_policy_dir
+from tests.support.fixture_dirs import write_policy_dir
 
 SESSION = """\
       jobs:

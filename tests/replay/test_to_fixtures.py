@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from policy_extender.fixture_runner.results import PASS
 from policy_extender.fixture_runner.runner import run_paths
-from tests.replay.conftest import RECORDED, ZONE_ADDED, write_policies
+from tests.support.policies import write_policies
+from tests.support.recorded import RECORDED, ZONE_ADDED
 
 
 def test_to_fixtures_output_passes_the_fixture_runner(record, replay, tmp_path):

@@ -165,7 +165,9 @@ def test_a_record_keeps_only_what_the_rules_read_of_a_placed_task():
         exchanger.open_session(orjson.dumps(compact.session_body(SESSION["jobs"], SESSION["queues"], SESSION["nodes"])))
         exchanger.call("allocateFunc", _task_body("inf-a-0", ALLOCATED, "s2"))
         store = exchanger.service.sessions
-        [change] = store.changes(store.head().session_id, 0)
+        head = store.head()
+        assert head is not None
+        [change] = store.changes(head.session_id, 0)
         return decode_allocation(change.record)
 
     plain = kept("filter f: session.allocated.tasks < 3\n")

@@ -181,7 +181,7 @@ def test_a_predicate_is_tallied_under_the_tasks_object_name():
     task views with and without a namespace, a name or a uid."""
     import json
 
-    from policy_extender.decide.tallying import object_name
+    from policy_extender.decide.tally_shapes import object_name
     from policy_extender.session.tally import SEP, key
     from policy_extender.wire import decode
     from tests.lang.harness import NODE, TASK as WIRE_TASK, merged

@@ -15,7 +15,7 @@ from policy_extender.policyset import compile_sources
 from policy_extender.wire.paths import ALWAYS_READ
 from policy_extender.wire.structs import GO_KEYS, REQUIRED, expected, struct_for
 
-from .conftest import sample
+from tests.support.bodies import sample
 
 DECODERS = {
     "predicate": decode_predicate, "prioritize": decode_prioritize,
@@ -314,7 +314,7 @@ def test_decoded_struct_holds_no_pod_spec():
 
 
 def test_benchmark_body_has_twenty_pods_and_decodes(full):
-    from bench.decode import synthetic_body
+    from bench.cpu.decode import synthetic_body
     body = synthetic_body(json.loads(sample("predicate")), 20)
     node = decode_predicate(body, full).node
     assert len(node.tasks) == 20 and len({t.uid for t in node.tasks}) == 20
