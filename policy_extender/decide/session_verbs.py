@@ -12,7 +12,8 @@ from policy_extender.decide.reply import Reply, VerbError
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
 from policy_extender.session.store import Head, SessionCounts
 from policy_extender.wire import decode as wire_decode
-from policy_extender.wire import arriving, encode, snapshot
+from policy_extender.wire import arriving, encode, placed, snapshot
+from policy_extender.wire.paths import PLACED
 
 EMPTY_OBJECT = b"{}"
 
@@ -120,7 +121,8 @@ def _event(service: WorkerState, body: bytes, kind: str) -> Reply:
     The task is decoded with the read set of the rules deciding the cycle, so that what they read
     of a task is required of it here too (wire.structs.GO_KEYS), as in every other verb."""
     head = service.sessions.head()
-    task = wire_decode.decode_task_event(body, _cycle_reads(service, head)).task
+    reads = _cycle_reads(service, head)
+    task = wire_decode.decode_task_event(body, reads).task
     if head is None:
         if service.session_gaps is not None:
             service.session_gaps.no_session(f"{kind}Func")
@@ -129,8 +131,10 @@ def _event(service: WorkerState, body: bytes, kind: str) -> Reply:
     # floats, as the record declares: Go's float64 amounts in whole units can be integral past
     # 2**64 (a 1e308 milli amount), which an int in msgpack cannot hold (was a 500)
     resources = {name: float(amount) for name, amount in task.requests.as_dict().items()}
+    # the task as this cycle's views read it (session.allocations, cluster.nodes[].tasks)
+    kept = placed.kept_task(task.raw, reads.get(PLACED) if reads is not None else None)
     record = encode_allocation(AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",
-                                                resources))
+                                                resources, placed.status_of(task.raw), kept))
     store = getattr(service.sessions, kind)
     if not store(head.session_id, task.uid or "", record):
         raise VerbError(503, f"{kind}Func: session {head.session_id} ended while the event was "
