@@ -30,16 +30,23 @@ snapshot, which may be megabytes: those go through a second pool with ``session_
 time raises ``StoreUnavailable`` (the call answers 503), whatever redis-py raised.
 
 Sentinel (``SentinelStore``, ``redis+sentinel://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT,.../MASTER/DB``).
-Every connection asks the sentinels for the master first (redis-py's ``Sentinel``), with the same
-timeouts. Replication is asynchronous, so a failover may lose the last writes: the open of the
-cycle, or allocate events already answered 200. The cache's history checks (tips, ended ids)
-see a loss only in a worker that had read the lost writes; a worker or replica that had not
-would decide with what is left. So every open stamps the head with the address of the master
-it was written to (as the sentinels name it), and a head read through a connection to another
-master is a session that went through a failover: ``head()`` raises ``SessionLost`` (503) for
-it, in every worker and replica alike, until the next open writes a head on the new master.
-(The address, not the sentinels' configuration epoch: a sentinel restarted without its state
-reports epoch 0 again, and every sentinel of a set restarted together does so for good.)
+Every new connection asks the sentinels for the master with ``SENTINEL GET-MASTER-ADDR-BY-NAME``
+(the first sentinel that answers; redis-py's own discovery reads ``SENTINEL MASTERS``, which during
+the failover leader's reconf-slaves phase still names the demoted master), and then asks the
+server it reached for its ``ROLE``: a server that is not a master (the old master restarted as a
+replica at the same address) is refused, the connection dropped, and that address passed over
+for ``REFUSED_SECONDS`` in favour of a sentinel that names another one. Replication is
+asynchronous, so a failover may lose the last writes: the open of the cycle, or allocate events
+already answered 200. The cache's history checks (tips, ended ids) see a loss only in a worker
+that had read the lost writes; a worker or replica that had not would decide with what is left.
+So every open stamps the head with the address of the server it was written to (the connection
+that carried it, as the sentinels named it), and ``head()`` is read together with ``ROLE`` on one
+connection: a head stamped with another address than the server that answered is a session that
+went through a failover (``SessionLost``, 503, in every worker and replica alike, until the next
+open writes a head on the new master), and a server that answers the head but is no longer a
+master drops the connection (``StoreUnavailable``, 503). (The address, not the sentinels'
+configuration epoch: a sentinel restarted without its state reports epoch 0 again, and every
+sentinel of a set restarted together does so for good.)
 
 Acknowledged writes (``wait_replicas`` > 0, the ``redis_wait_replicas`` option): the open and
 each allocate/deallocate event are followed, on the same connection, by ``WAIT wait_replicas
@@ -69,6 +76,10 @@ DEFAULT_PREFIX = "policy-extender"
 DEFAULT_TIMEOUT = 0.25
 #: seconds a write waits for its replicas' acknowledgement (``redis_wait_timeout``)
 DEFAULT_WAIT_TIMEOUT = 0.1
+#: seconds a Sentinel-named address whose server said it is not a master is passed over
+REFUSED_SECONDS = 1.0
+#: the fields of the head hash, in the order head() reads them
+HEAD_FIELDS = ("sid", "seq", "version", "opened_at", "tip", "master")
 
 # Ends the session named by KEYS[2] (live): counted as `how` if its head (KEYS[1]) is still there,
 # else as expired (the head's PEXPIRE fired); its keys are deleted, its id kept in `ended`.
@@ -253,27 +264,25 @@ class RedisStore:
     def _keys(self, *names: str) -> list[str]:
         return [self._key + name for name in names]
 
-    # -- which master (SentinelStore); a plain Redis is always the same one, "" -------------
+    # -- which server answered (SentinelStore); a plain Redis is always the same one, "" -------
 
-    def _master_for_open(self) -> str:
-        """The master an open is about to be written to, stamped on its head."""
-        return ""
+    def _read_head(self) -> tuple[list, str]:
+        """The head hash's HEAD_FIELDS, and the server that answered them (stamped at open)."""
+        return self._redis.hmget(self._key + "head", HEAD_FIELDS), ""
 
-    def _master_read(self) -> str:
-        """The master the last head() read came from; a head stamped with another one was opened
-        before a failover."""
-        return ""
+    def _write_open(self, keys: list[str], args: list) -> None:
+        """Run the open script with ``args`` and, last, the server it is written to (its stamp)."""
+        if self.wait_replicas:
+            self._acknowledged(self._bulk, _OPEN, keys, [*args, ""], "onSessionOpen")
+        else:
+            self._open(keys=keys, args=[*args, ""])
 
     def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
         session_id = new_session_id()
         with UNAVAILABLE:
             keys = self._keys("head", "live", "counts", "sources:" + policy_version)
-            args = [self._key, session_id, policy_version, repr(time.time()), self._ttl_ms(), snapshot,
-                    json.dumps(policy_sources), self._master_for_open()]
-            if self.wait_replicas:
-                self._acknowledged(self._bulk, _OPEN, keys, args, "onSessionOpen")
-            else:
-                self._open(keys=keys, args=args)
+            self._write_open(keys, [self._key, session_id, policy_version, repr(time.time()), self._ttl_ms(),
+                                    snapshot, json.dumps(policy_sources)])
         return session_id
 
     def close(self) -> None:
@@ -282,15 +291,14 @@ class RedisStore:
 
     def head(self) -> Head | None:
         with UNAVAILABLE:
-            sid, seq, version, opened_at, tip, master = self._redis.hmget(
-                self._key + "head", ("sid", "seq", "version", "opened_at", "tip", "master"))
+            (sid, seq, version, opened_at, tip, master), answered_by = self._read_head()
         if sid is None:
             return None
         head = Head(sid.decode(), int(seq), version.decode(), float(opened_at), (tip or b"").decode())
-        opened_on, now_on = (master or b"").decode(), self._master_read()
-        if opened_on != now_on:
+        opened_on = (master or b"").decode()
+        if opened_on != answered_by:
             raise SessionLost(f"session {head.session_id} was opened before a failover of the Redis master "
-                              f"(on {opened_on or 'an unknown master'}, now {now_on}): writes of it may be "
+                              f"(on {opened_on or 'an unknown master'}, now {answered_by}): writes of it may be "
                               "lost; calls fail until the next onSessionOpen")
         return head
 
@@ -343,12 +351,15 @@ class RedisStore:
         pipe.execute_command("EVAL", script, len(keys), *keys, *args)  # Redis runs the Lua script
         pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
         result, replicas = pipe.execute()
+        self._check_acknowledged(replicas, what)
+        return result
+
+    def _check_acknowledged(self, replicas: int, what: str) -> None:
         if replicas < self.wait_replicas:
             raise StoreUnavailable(f"{what} was written to the Redis master but acknowledged by "
                                    f"{replicas} of the {self.wait_replicas} replicas asked for "
                                    f"(redis_wait_replicas) within {self.wait_timeout} s: a failover "
                                    "could lose it")
-        return result
 
     # -- the decision tally (session/tally.py) ----------------------------------------------
 
@@ -387,15 +398,15 @@ class RedisStore:
 
 class SentinelStore(RedisStore):
     """The Redis store behind Sentinel: the master is the one the sentinels name at each new
-    connection (``redis+sentinel://`` URL, store_url.py), and a session opened before a
-    failover is lost (the module docstring)."""
+    connection and that says it is a master (``ROLE``); a session opened before a failover is
+    lost (the module docstring). ``redis+sentinel://`` URL, store_url.py."""
 
     def __init__(self, url: str, ttl_seconds: float = DEFAULT_TTL_SECONDS,
                  prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT,
                  session_timeout: float | None = None, wait_replicas: int = 0,
                  wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:
         self.address = parse_sentinel_url(url)
-        self._sentinel = redis.sentinel.Sentinel(
+        self._sentinel = Sentinels(
             list(self.address.sentinels),
             sentinel_kwargs={"socket_timeout": timeout, "socket_connect_timeout": timeout,
                              "password": self.address.sentinel_password})
@@ -405,19 +416,120 @@ class SentinelStore(RedisStore):
         address = self.address
         return self._sentinel.master_for(address.master, socket_timeout=read_timeout,
                                          socket_connect_timeout=self.timeout, db=address.db,
-                                         username=address.username, password=address.password)
+                                         username=address.username, password=address.password,
+                                         connection_class=MasterConnection)
 
-    def _master_for_open(self) -> str:
-        # asked now, not when a connection was last made: the open then goes to this master (the
-        # pool drops its idle connections to another one)
-        return _address(self._bulk.connection_pool.get_master_address())
+    def _read_head(self) -> tuple[list, str]:
+        replies, answered_by = self._on_master(self._redis, [("HMGET", self._key + "head", *HEAD_FIELDS)])
+        return replies[0], answered_by
 
-    def _master_read(self) -> str:
-        return _address(self._redis.connection_pool.master_address)
+    def _write_open(self, keys: list[str], args: list) -> None:
+        def commands(master: str) -> list[tuple]:
+            written = [("EVAL", _OPEN, len(keys), *keys, *args, master)]
+            if self.wait_replicas:
+                written.append(("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000))))
+            return written
+
+        replies, _ = self._on_master(self._bulk, commands)
+        if self.wait_replicas:
+            self._check_acknowledged(replies[1], "onSessionOpen")
+
+    def _on_master(self, client: Any, commands) -> tuple[list, str]:
+        """The replies to ``commands`` (a list, or a function of the server's address giving
+        one), sent in one round trip on one connection after ``ROLE`` and the server's address
+        ("host:port", as the sentinels named it). A server that is not a master now drops the
+        connection: StoreUnavailable."""
+        pool = client.connection_pool
+        connection = pool.get_connection()  # connected, and a master when it connected (MasterConnection)
+        try:
+            answered_by = f"{connection.host}:{connection.port}"
+            sent = commands(answered_by) if callable(commands) else commands
+            connection.send_packed_command(connection.pack_commands([("ROLE",), *sent]))
+            role = connection.read_response()
+            replies = []
+            errors = []
+            for _ in sent:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as error:  # the script's or the server's refusal
+                    errors.append(error)
+            if role[0] != b"master":
+                connection.disconnect()
+                self._sentinel.refuse((connection.host, connection.port))
+                raise StoreUnavailable(f"the Redis server at {answered_by}, named the master by the sentinels, "
+                                       f"answers as a {_role_text(role)}: failing over; calls fail until "
+                                       "the sentinels name the new master")
+            if errors:
+                raise errors[0]
+            return replies, answered_by
+        except BaseException:
+            connection.disconnect()  # never hand on a connection with replies left unread
+            raise
+        finally:
+            pool.release(connection)
 
 
-def _address(address: tuple[str, int] | None) -> str:
-    return "" if address is None else f"{address[0]}:{address[1]}"
+class Sentinels(redis.sentinel.Sentinel):
+    """redis-py's Sentinel client, discovering the master with ``SENTINEL GET-MASTER-ADDR-BY-NAME``
+    (the module docstring) and passing over an address whose server said it is not a master."""
+
+    def __init__(self, sentinels: list, **kwargs: Any) -> None:
+        super().__init__(sentinels, **kwargs)
+        #: (host, port) -> until when (time.monotonic()) discovery passes over it
+        self.refused: dict[tuple[str, int], float] = {}
+
+    def refuse(self, address: tuple[str, int]) -> None:
+        """The server at ``address`` said it is not a master: pass over it for REFUSED_SECONDS."""
+        self.refused[address] = time.monotonic() + REFUSED_SECONDS
+
+    def discover_master(self, service_name: str) -> tuple[str, int]:
+        now, errors = time.monotonic(), []
+        for number, sentinel in enumerate(list(self.sentinels)):
+            try:
+                named = sentinel.execute_command("SENTINEL GET-MASTER-ADDR-BY-NAME", service_name)
+            except (redis.ConnectionError, redis.TimeoutError) as error:
+                errors.append(f"{_sentinel_text(sentinel)}: {error!r}")
+                continue
+            if not named:
+                errors.append(f"{_sentinel_text(sentinel)} knows no master {service_name!r}")
+                continue
+            host = named[0].decode() if isinstance(named[0], bytes) else str(named[0])
+            address = (host, int(named[1]))
+            if self.refused.get(address, 0.0) > now:
+                errors.append(f"{_sentinel_text(sentinel)} names {host}:{address[1]}, which said it is not a master")
+                continue
+            if number:  # ask this one first next time, as redis-py does
+                self.sentinels[0], self.sentinels[number] = sentinel, self.sentinels[0]
+            return address
+        raise redis.sentinel.MasterNotFoundError(f"No master found for {service_name!r}: {'; '.join(errors)}")
+
+
+class MasterConnection(redis.sentinel.SentinelManagedConnection):
+    """A connection to the address the sentinels name as the master, refused (ConnectionError,
+    so StoreUnavailable) when the server there says it is not a master (``ROLE``)."""
+
+    def on_connect_check_health(self, check_health: bool = True) -> None:
+        super().on_connect_check_health(check_health=check_health)
+        self.send_command("ROLE")
+        role = self.read_response()
+        if role[0] != b"master":
+            self.connection_pool.sentinel_manager.refuse((self.host, self.port))
+            raise redis.ConnectionError(f"the Redis server at {self.host}:{self.port}, named the master by "
+                                        f"the sentinels, is a {_role_text(role)}: failing over")
+
+
+def _role_text(role: list) -> str:
+    """``ROLE``'s answer in words: "replica of HOST:PORT", "master", ..."""
+    kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
+    if kind == "slave" and len(role) >= 3:
+        host = role[1].decode() if isinstance(role[1], bytes) else role[1]
+        return f"replica of {host}:{role[2]}"
+    return kind
+
+
+def _sentinel_text(sentinel: Any) -> str:
+    kwargs = sentinel.connection_pool.connection_kwargs
+    return f"sentinel {kwargs.get('host')}:{kwargs.get('port')}"
 
 
 def _change(entry: bytes) -> Change:

@@ -137,8 +137,12 @@ class Pod:
     def start(self, name: str) -> None:
         command = [part.replace("/scripts/", f"{self.scripts}/") for part in containers()[name]["command"]]
         log = open(self.state / f"pod-{self.n}-{name}.log", "ab")
+        # each pod its own working directory (Redis's `dir`), as each pod has its own file system:
+        # shared, a restarted master would load the dump.rdb a replica wrote at its full sync
+        workdir = self.state / f"pod-{self.n}" / "workdir"
+        workdir.mkdir(parents=True, exist_ok=True)
         self.processes[name] = subprocess.Popen(command, env=self.env[name], stdout=log, stderr=subprocess.STDOUT,
-                                                cwd=self.state)
+                                                cwd=workdir)
         log.close()
 
     def kill(self, name: str) -> None:
