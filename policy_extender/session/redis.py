@@ -17,6 +17,8 @@ Keys (``P`` = ``{prefix}:``):
                        sets its expiry to the session's TTL: a session pinned to it never outlives it, and a
                        version no open pins any more expires (a swap every second added one a second)
   ``P counts``         hash opened / closed / expired / replaced
+  ``P arrival``        hash issued (the last ``begin_open`` ticket), applied (the ticket of the last open
+                       or close stored): opens and closes are ordered by arrival (store.py, ``begin_open``)
   ``P tally:cycles``   sorted set of the decision tally's kept cycles, by opened_at (tally.py)
   ``P tally:n:<cid>``  hash: the cycle's tally counts;  ``P tally:s:<cid>`` hash: its notes
   ``P tally:dropped``  hash cycle id -> entries dropped over the cap
@@ -66,7 +68,7 @@ from typing import Any, Literal
 import redis
 import redis.sentinel
 
-from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
+from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, OpenSuperseded,
                                            SessionCounts, SessionLost, StoreOptions, StoreUnavailable,
                                            new_session_id, new_tip)
 from policy_extender.store_url import parse_sentinel_url
@@ -97,22 +99,39 @@ local function end_current(prefix, how)
 end
 """
 
-# KEYS: head, live, counts, sources:<version>.
-# ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json, master.
-_OPEN = _END_CURRENT + """
+# Orders an open or close by arrival: `ticket` (a number, or '' for one that arrived now) is
+# stored as the last applied unless a greater one was stored first (then returns false).
+# KEYS[4] is the arrival hash.
+_ARRIVAL = """
+local function arrived(key, ticket)
+  local issued = tonumber(redis.call('HGET', key, 'issued') or '0')
+  local applied = tonumber(redis.call('HGET', key, 'applied') or '0')
+  ticket = tonumber(ticket) or (issued + 1)
+  if ticket < applied then return false end
+  redis.call('HSET', key, 'issued', math.max(issued, ticket), 'applied', ticket)
+  return true
+end
+"""
+
+# KEYS: head, live, counts, arrival, sources:<version>.
+# ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json, ticket, master.
+# Returns 0 (nothing stored) for an open superseded by a later arrival.
+_OPEN = _END_CURRENT + _ARRIVAL + """
+if not arrived(KEYS[4], ARGV[8]) then return 0 end
 end_current(ARGV[1], 'replaced')
 redis.call('HSET', KEYS[1], 'sid', ARGV[2], 'seq', 0, 'version', ARGV[3], 'opened_at', ARGV[4], 'tip', '',
-           'master', ARGV[8])
+           'master', ARGV[9])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('SET', ARGV[1] .. 'snapshot:' .. ARGV[2], ARGV[6], 'PX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[2])
-if not redis.call('SET', KEYS[4], ARGV[7], 'NX', 'PX', ARGV[5]) then redis.call('PEXPIRE', KEYS[4], ARGV[5]) end
+if not redis.call('SET', KEYS[5], ARGV[7], 'NX', 'PX', ARGV[5]) then redis.call('PEXPIRE', KEYS[5], ARGV[5]) end
 redis.call('HINCRBY', KEYS[3], 'opened', 1)
 return 1
 """
 
-# KEYS: head, live, counts. ARGV: prefix.
-_CLOSE = _END_CURRENT + """
+# KEYS: head, live, counts, arrival. ARGV: prefix.
+_CLOSE = _END_CURRENT + _ARRIVAL + """
+arrived(KEYS[4], '')
 end_current(ARGV[1], 'closed')
 return 1
 """
@@ -270,24 +289,33 @@ class RedisStore:
         """The head hash's HEAD_FIELDS, and the server that answered them (stamped at open)."""
         return self._redis.hmget(self._key + "head", HEAD_FIELDS), ""
 
-    def _write_open(self, keys: list[str], args: list) -> None:
-        """Run the open script with ``args`` and, last, the server it is written to (its stamp)."""
+    def _write_open(self, keys: list[str], args: list) -> int:
+        """Run the open script with ``args`` and, last, the server it is written to (its stamp);
+        its result (0: superseded, nothing stored)."""
         if self.wait_replicas:
-            self._acknowledged(self._bulk, _OPEN, keys, [*args, ""], "onSessionOpen")
-        else:
-            self._open(keys=keys, args=[*args, ""])
+            return self._acknowledged(self._bulk, _OPEN, keys, [*args, ""], "onSessionOpen")
+        return self._open(keys=keys, args=[*args, ""])
 
-    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
+    def begin_open(self) -> int:
+        with UNAVAILABLE:
+            return int(self._writes.hincrby(self._key + "arrival", "issued", 1))
+
+    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
+             ticket: int | None = None) -> str:
         session_id = new_session_id()
         with UNAVAILABLE:
-            keys = self._keys("head", "live", "counts", "sources:" + policy_version)
-            self._write_open(keys, [self._key, session_id, policy_version, repr(time.time()), self._ttl_ms(),
-                                    snapshot, json.dumps(policy_sources)])
+            keys = self._keys("head", "live", "counts", "arrival", "sources:" + policy_version)
+            stored = self._write_open(keys, [self._key, session_id, policy_version, repr(time.time()),
+                                             self._ttl_ms(), snapshot, json.dumps(policy_sources),
+                                             "" if ticket is None else str(ticket)])
+        if not stored:
+            raise OpenSuperseded(f"onSessionOpen arrived before the onSessionOpen or onSessionClose stored "
+                                 f"last (arrival {ticket}): not stored, the later cycle's session stays")
         return session_id
 
     def close(self) -> None:
         with UNAVAILABLE:
-            self._close(keys=self._keys("head", "live", "counts"), args=[self._key])
+            self._close(keys=self._keys("head", "live", "counts", "arrival"), args=[self._key])
 
     def head(self) -> Head | None:
         with UNAVAILABLE:
@@ -423,7 +451,7 @@ class SentinelStore(RedisStore):
         replies, answered_by = self._on_master(self._redis, [("HMGET", self._key + "head", *HEAD_FIELDS)])
         return replies[0], answered_by
 
-    def _write_open(self, keys: list[str], args: list) -> None:
+    def _write_open(self, keys: list[str], args: list) -> int:
         def commands(master: str) -> list[tuple]:
             written = [("EVAL", _OPEN, len(keys), *keys, *args, master)]
             if self.wait_replicas:
@@ -433,6 +461,7 @@ class SentinelStore(RedisStore):
         replies, _ = self._on_master(self._bulk, commands)
         if self.wait_replicas:
             self._check_acknowledged(replies[1], "onSessionOpen")
+        return replies[0]
 
     def _on_master(self, client: Any, commands) -> tuple[list, str]:
         """The replies to ``commands`` (a list, or a function of the server's address giving

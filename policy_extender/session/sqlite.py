@@ -34,19 +34,21 @@ from contextlib import contextmanager
 
 from policy_extender.instance import STORE_FILE as DEFAULT_FILE_NAME
 from policy_extender.instance import process_runtime_dir
-from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, SessionCounts,
-                                           StoreOptions, new_session_id, new_tip)
+from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, OpenSuperseded,
+                                           SessionCounts, StoreOptions, new_session_id, new_tip)
 
 log = logging.getLogger("policy_extender.session")
 
 #: seconds between two checks that the path still names the file this process has open
 CHECK_SECONDS = 0.25
 #: ``PRAGMA user_version`` of the schema below; a file with another one is rebuilt
-SCHEMA_VERSION = 3
-_TABLES = ("head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
+SCHEMA_VERSION = 4
+_TABLES = ("arrival", "head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
            "session_count", "tally_cycle", "tally_count", "tally_note")
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS arrival (
+    one INTEGER PRIMARY KEY CHECK (one = 1), issued INTEGER NOT NULL, applied INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS head (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, policy_version TEXT NOT NULL,
@@ -174,9 +176,17 @@ class SqliteStore:
 
     # -- session lifecycle ---------------------------------------------------------------------
 
-    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
+    def begin_open(self) -> int:
+        with self._write() as conn:
+            issued, _ = _arrival(conn)
+            conn.execute("UPDATE arrival SET issued = ?", (issued + 1,))
+        return issued + 1
+
+    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
+             ticket: int | None = None) -> str:
         session_id, now = new_session_id(), time.time()
         with self._write() as conn:
+            _apply_arrival(conn, ticket, "onSessionOpen")
             self._end_current(conn, now, ended_normally="replaced")
             conn.execute("INSERT INTO head VALUES (1, ?, 0, ?, ?, ?, '')",
                          (session_id, policy_version, now, now + self.ttl_seconds))
@@ -188,6 +198,7 @@ class SqliteStore:
 
     def close(self) -> None:
         with self._write() as conn:
+            _apply_arrival(conn, None, "onSessionClose")
             self._end_current(conn, time.time(), ended_normally="closed")
 
     def _end_current(self, conn: sqlite3.Connection, now: float, ended_normally: str) -> None:
@@ -391,6 +402,28 @@ def _retry_while_locked(step, timeout_seconds: float) -> None:
 def _is_current(conn: sqlite3.Connection, session_id: str) -> bool:
     return conn.execute("SELECT 1 FROM head WHERE session_id = ? AND expires_at > ?",
                         (session_id, time.time())).fetchone() is not None
+
+
+def _arrival(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(the last ticket issued, the ticket of the last open or close stored)."""
+    row = conn.execute("SELECT issued, applied FROM arrival").fetchone()
+    if row is None:
+        conn.execute("INSERT INTO arrival VALUES (1, 0, 0)")
+        return 0, 0
+    return row[0], row[1]
+
+
+def _apply_arrival(conn: sqlite3.Connection, ticket: int | None, what: str) -> None:
+    """Store an open or close with ``ticket`` (None: a new one, it arrived now), unless one that
+    arrived after it was stored first (OpenSuperseded). The issued counter never falls behind a
+    ticket stored (a ticket taken before the file was replaced)."""
+    issued, applied = _arrival(conn)
+    if ticket is None:
+        ticket = issued + 1
+    if ticket < applied:
+        raise OpenSuperseded(f"{what} arrived before the onSessionOpen or onSessionClose stored last "
+                             f"(arrival {ticket} < {applied}): not stored, the later cycle's session stays")
+    conn.execute("UPDATE arrival SET issued = ?, applied = ?", (max(issued, ticket), ticket))
 
 
 def _store_sources(conn: sqlite3.Connection, version: str, sources: dict[str, str]) -> None:

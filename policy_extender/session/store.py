@@ -58,6 +58,13 @@ class SessionLost(RuntimeError):
     a decision made with no session."""
 
 
+class OpenSuperseded(RuntimeError):
+    """An onSessionOpen that was overtaken: an open or close that arrived after it (a greater
+    ``begin_open`` ticket) was stored first, so storing this one would replace a later cycle's
+    session. Nothing was stored; Volcano, which sends the next cycle's open only after it gave up
+    on this one, is not waiting for its answer."""
+
+
 class StoreUnavailable(RuntimeError):
     """The store cannot be reached or did not answer in time (Redis down, paused, failing over),
     or a write was not acknowledged by the replicas it must reach (``redis_wait_replicas``):
@@ -119,13 +126,23 @@ class SessionStore(Protocol):
 
     # -- the session ---------------------------------------------------------------------------
 
-    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
+    def begin_open(self) -> int:
+        """A ticket for an onSessionOpen that has just arrived: greater than every ticket taken
+        before it, by any worker or replica sharing the store (opens and closes are ordered by
+        arrival, not by when they are stored)."""
+        ...
+
+    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
+             ticket: int | None = None) -> str:
         """Start a new session (fresh id, seq 0) replacing any previous one and its allocations;
-        store ``policy_sources`` under ``policy_version`` (the only version kept). The new id."""
+        store ``policy_sources`` under ``policy_version`` (the only version kept). The new id.
+        ``ticket``: the open's ``begin_open`` ticket (None: it arrived now); when an open or close
+        with a greater one was stored first, raises OpenSuperseded and stores nothing."""
         ...
 
     def close(self) -> None:
-        """End the current session; later calls see no session."""
+        """End the current session; later calls see no session. A close arrives and is stored at
+        once: it supersedes every open that arrived before it and is not stored yet."""
         ...
 
     def head(self) -> Head | None:

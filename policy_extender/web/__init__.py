@@ -66,9 +66,9 @@ def _notable_call(config: Config) -> Callable[[RequestRecord], None]:
     late_open = late_open_watch(config)
 
     def notable(record: RequestRecord) -> None:
+        if record.verb == ON_SESSION_OPEN:
+            late_open(record)  # a 200, or a 409 superseded, slower than Volcano waits
         if record.status == 200:
-            if record.verb == ON_SESSION_OPEN:
-                late_open(record)
             if logs.request_log.isEnabledFor(logging.DEBUG):
                 logs.log_request(record.verb, None, None, record.decision or "-", record.rule or None,
                                  record.seconds)

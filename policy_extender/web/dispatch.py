@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable, Iterable, NamedTuple
 
 from policy_extender import metrics, trace
+from policy_extender.decide import session_verbs
 from policy_extender.decide.handlers import respond
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from, request_log, unbind_request_id
@@ -95,15 +96,22 @@ class VerbDispatch:
         """The reply, and the body it answered (None when the body was not read whole)."""
         if environ.get("REQUEST_METHOD") != "POST":
             return _not_a_post(route.kind, environ), b""
+        opening = route.kind == names.ON_SESSION_OPEN
+        if opening:  # ordered by arrival: its ticket before its body (decide/session_verbs.py)
+            session_verbs.note_arrival(self.service)
         try:
-            body = self._read(route, environ)
-        except VerbError as exc:  # 415, 413, 408, 400: logged once, with the other non-200s, by _report
-            return error_reply(exc.status, exc.message, exc.headers), None
-        try:
-            return respond(self.service, route.kind, body), body
+            try:
+                body = self._read(route, environ)
+            except VerbError as exc:  # 415, 413, 408, 400: logged once, with the other non-200s, by _report
+                return error_reply(exc.status, exc.message, exc.headers), None
+            try:
+                return respond(self.service, route.kind, body), body
+            finally:
+                if route.streamed:  # only these hand a stream over (read_streamed)
+                    arriving.drop()  # a stream no handler took must not keep the body
         finally:
-            if route.streamed:  # only these hand a stream over (read_streamed)
-                arriving.drop()  # a stream no handler took must not keep the body
+            if opening:
+                session_verbs.forget_arrival()
 
     def _read(self, route: VerbRoute, environ: dict) -> Any:
         """The body, under the verb's limit (VerbError: 415, 413, 408, 400)."""

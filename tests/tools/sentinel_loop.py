@@ -4,7 +4,8 @@ suite runs them), under CPU load, and print how many runs and tests passed.
     nice -n 10 .venv/bin/python -m tests.tools.sentinel_loop --runs 30 [--load 1] [--max-seconds 5400]
 
 The load is ``--load`` busy-looping processes (default 1: the machine's other core while a test
-runs), each stopped when its run ends and never running longer than ``--max-seconds`` in all.
+runs), each stopped when its run ends. No run starts after ``--max-seconds``, and a run is
+stopped (and counted failed) after ``--run-seconds``.
 A run that fails keeps its output in ``--keep DIR`` (default /tmp/sentinel-loop) to read the cause.
 Everything started is on loopback (the tests' own redis-server, redis-sentinel and gunicorn).
 """
@@ -33,15 +34,16 @@ def busy(until: float) -> None:
             n += 1
 
 
-def one_run(number: int, load: int, deadline: float, keep: Path) -> tuple[bool, int, int, float]:
+def one_run(number: int, load: int, run_seconds: float, keep: Path) -> tuple[bool, int, int, float]:
     """(passed, tests passed, tests failed, seconds) of one pytest run under ``load`` spinners."""
+    deadline = time.monotonic() + run_seconds
     spinners = [multiprocessing.Process(target=busy, args=(deadline,), daemon=True) for _ in range(load)]
     for spinner in spinners:
         spinner.start()
     started = time.monotonic()
     try:
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
-                              capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()))
+                              capture_output=True, text=True, timeout=run_seconds)
         output, code = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired as expired:
         output, code = f"timed out: {expired}", -1
@@ -62,7 +64,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--load", type=int, default=1, help="busy-looping processes during each run")
-    parser.add_argument("--max-seconds", type=float, default=5400.0, help="stop starting runs after this")
+    parser.add_argument("--max-seconds", type=float, default=5400.0, help="start no run after this")
+    parser.add_argument("--run-seconds", type=float, default=900.0, help="stop a run after this (failed)")
     parser.add_argument("--keep", type=Path, default=Path("/tmp/sentinel-loop"))
     args = parser.parse_args()
     deadline = time.monotonic() + args.max_seconds
@@ -74,7 +77,7 @@ def main() -> int:
         if time.monotonic() >= deadline:
             print(f"stopped after {number - 1} runs: --max-seconds reached", flush=True)
             break
-        ok, passed, failed, seconds = one_run(number, args.load, deadline, args.keep)
+        ok, passed, failed, seconds = one_run(number, args.load, args.run_seconds, args.keep)
         good += ok
         times.append(seconds)
         print(f"run {number}: {'pass' if ok else 'FAIL'} ({passed} passed, {failed} failed, {seconds:.0f} s); "
