@@ -169,10 +169,11 @@ class SqliteStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLITE_FULL may have rolled it back already
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     # -- session lifecycle ---------------------------------------------------------------------
 
@@ -184,6 +185,31 @@ class SqliteStore:
 
     def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
              ticket: int | None = None) -> str:
+        try:
+            return self._open(snapshot, policy_version, policy_sources, ticket)
+        except sqlite3.Error:
+            self._end_after_failed_open(ticket)
+            raise
+
+    def _end_after_failed_open(self, ticket: int | None) -> None:
+        """An open that could not be stored (the disk is full, an I/O error) must not leave the
+        previous cycle's session current: Volcano has moved on to a new cycle, so end it, in a
+        transaction of its own. A few pages, written over the WAL frames the failed open had
+        appended (the file keeps its size), so it succeeds on a full disk; if it fails too, the
+        error is logged and the open's error answered."""
+        try:
+            with self._write() as conn:
+                _apply_arrival(conn, ticket, "onSessionOpen")
+                self._end_current(conn, time.time(), ended_normally="replaced")
+        except OpenSuperseded:
+            pass  # a later open or close was stored: the session current now is that cycle's
+        except sqlite3.Error as error:
+            log.error("session store %s: an onSessionOpen could not be stored, and ending the previous "
+                      "session failed too (%s): its calls may decide with the previous cycle's session "
+                      "until the next onSessionOpen is stored", self.path, error)
+
+    def _open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
+              ticket: int | None) -> str:
         session_id, now = new_session_id(), time.time()
         with self._write() as conn:
             _apply_arrival(conn, ticket, "onSessionOpen")
