@@ -70,6 +70,8 @@ class _Cached:
     records: dict[str, tuple[int, Allocation]]
     #: tips[n]: the tip of the change that set seq to n (tips[0] is "", the open); append-only
     tips: list[str] = field(default_factory=lambda: [""])
+    #: time.monotonic() when this worker read the session's snapshot (it opened before that)
+    loaded_at: float = 0.0
 
 
 class _Quick(NamedTuple):
@@ -175,7 +177,10 @@ class SessionCache:
         if cached is None:
             return self._no_session
         mine = cached.env.head
-        if time.time() >= mine.opened_at + self.store.ttl_seconds or self.store.ended(mine.session_id):
+        # expired or ended as the store tells it (its own clock: a wall-clock step is no expiry),
+        # or surely expired: session_ttl after this worker read it (a worker idle for more cycles
+        # than the store remembers ended ids must not take an old session for a lost one)
+        if self.store.ended(mine.session_id) or time.monotonic() >= cached.loaded_at + self.store.ttl_seconds:
             self._cached = None  # closed, replaced or expired: nothing to report
             return self._no_session
         again = self.store.head()
@@ -258,7 +263,7 @@ class SessionCache:
             return None
         self.counts.snapshot_loads += 1
         env = SessionEnv(head._replace(seq=0, tip=""), self._decode_snapshot(data), Counters())
-        return _Cached(env, {})
+        return _Cached(env, {}, loaded_at=time.monotonic())
 
     def _catch_up(self, cached: _Cached, head: Head) -> _Cached | None:
         """``cached`` with the store's events up to at least ``head``, or None when the store did
@@ -288,7 +293,7 @@ class SessionCache:
         records.update(overlay)
         tips.extend(change.tip for change in changes)
         new_head = head._replace(seq=applied + len(changes), tip=tips[-1])
-        return _Cached(SessionEnv(new_head, env.snapshot, counters), records, tips)
+        return _Cached(SessionEnv(new_head, env.snapshot, counters), records, tips, cached.loaded_at)
 
     def _decode(self, change: Change) -> Allocation:
         self.counts.records_decoded += 1

@@ -346,7 +346,14 @@ class RedisStore:
 
     def ended(self, session_id: str) -> bool:
         with UNAVAILABLE:
-            return session_id.encode() in self._redis.lrange(self._key + "ended", 0, -1)
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.lrange(self._key + "ended", 0, -1)
+            pipe.get(self._key + "live")
+            pipe.exists(self._key + "head")
+            ended, live, head = pipe.execute()
+        # closed or replaced; or expired (still the last opened, its head gone by its PEXPIRE):
+        # a store that restarted empty has no trace of it (lost)
+        return session_id.encode() in ended or (live == session_id.encode() and not head)
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
         with UNAVAILABLE:

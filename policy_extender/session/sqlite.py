@@ -18,6 +18,13 @@ differ it logs it, retires its connections (kept, never closed: see ``head_watch
 to the file the path names now. A worker whose session was in the old file then finds it gone
 and answers 5xx (``SessionCache``) until a new onSessionOpen.
 
+Expiry (``session_ttl``) is measured on the host's boot clock (``CLOCK_BOOTTIME``, the same in
+every process of the host, never stepped: counts suspended time too), not the wall clock: a
+wall-clock step past the TTL mid-cycle (an NTP correction, a VM resumed) must not make the cycle's
+session look expired and every worker decide without it. A head row carries the boot it was
+written in (``/proc/sys/kernel/random/boot_id``); a row from another boot (an explicit
+``sqlite:PATH`` on a disk that outlived a reboot) has expired.
+
 The schema carries a version (``PRAGMA user_version``): a file made by another version of the
 service is emptied and rebuilt (it only ever holds one cycle's state).
 """
@@ -42,7 +49,7 @@ log = logging.getLogger("policy_extender.session")
 #: seconds between two checks that the path still names the file this process has open
 CHECK_SECONDS = 0.25
 #: ``PRAGMA user_version`` of the schema below; a file with another one is rebuilt
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _TABLES = ("arrival", "head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
            "session_count", "tally_cycle", "tally_count", "tally_note")
 
@@ -52,7 +59,7 @@ CREATE TABLE IF NOT EXISTS arrival (
 CREATE TABLE IF NOT EXISTS head (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, policy_version TEXT NOT NULL,
-    opened_at REAL NOT NULL, expires_at REAL NOT NULL, tip TEXT NOT NULL);
+    opened_at REAL NOT NULL, expires_at REAL NOT NULL, boot_id TEXT NOT NULL, tip TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS snapshot (session_id TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS allocation (
     session_id TEXT NOT NULL, task_uid TEXT NOT NULL, net INTEGER NOT NULL, last TEXT NOT NULL,
@@ -74,6 +81,29 @@ CREATE TABLE IF NOT EXISTS tally_count (
 CREATE TABLE IF NOT EXISTS tally_note (
     cycle_id TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (cycle_id, key)) WITHOUT ROWID;
 """
+
+
+def session_clock() -> float:
+    """Seconds on the host's boot clock: what ``expires_at`` is measured on (module docstring)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as stream:
+            return stream.read().strip()
+    except OSError:
+        return ""
+
+
+#: this boot of the host; a head row written in another one has expired
+BOOT_ID = _boot_id()
+#: the condition "the head row ``h`` is live", with its parameters from :func:`_live`
+_LIVE = "h.boot_id = ? AND h.expires_at > ?"
+
+
+def _live() -> tuple[str, float]:
+    return BOOT_ID, session_clock()
 
 
 def default_path() -> str:
@@ -200,7 +230,7 @@ class SqliteStore:
         try:
             with self._write() as conn:
                 _apply_arrival(conn, ticket, "onSessionOpen")
-                self._end_current(conn, time.time(), ended_normally="replaced")
+                self._end_current(conn, ended_normally="replaced")
         except OpenSuperseded:
             pass  # a later open or close was stored: the session current now is that cycle's
         except sqlite3.Error as error:
@@ -213,9 +243,9 @@ class SqliteStore:
         session_id, now = new_session_id(), time.time()
         with self._write() as conn:
             _apply_arrival(conn, ticket, "onSessionOpen")
-            self._end_current(conn, now, ended_normally="replaced")
-            conn.execute("INSERT INTO head VALUES (1, ?, 0, ?, ?, ?, '')",
-                         (session_id, policy_version, now, now + self.ttl_seconds))
+            self._end_current(conn, ended_normally="replaced")
+            conn.execute("INSERT INTO head VALUES (1, ?, 0, ?, ?, ?, ?, '')",
+                         (session_id, policy_version, now, session_clock() + self.ttl_seconds, BOOT_ID))
             conn.execute("INSERT INTO snapshot VALUES (?, ?)", (session_id, snapshot))
             _store_sources(conn, policy_version, policy_sources)
             _forget_other_sources(conn, policy_version)
@@ -225,14 +255,14 @@ class SqliteStore:
     def close(self) -> None:
         with self._write() as conn:
             _apply_arrival(conn, None, "onSessionClose")
-            self._end_current(conn, time.time(), ended_normally="closed")
+            self._end_current(conn, ended_normally="closed")
 
-    def _end_current(self, conn: sqlite3.Connection, now: float, ended_normally: str) -> None:
+    def _end_current(self, conn: sqlite3.Connection, ended_normally: str) -> None:
         """Drop the current session and everything it holds, counting how it ended."""
-        row = conn.execute("SELECT session_id, expires_at FROM head").fetchone()
+        row = conn.execute(f"SELECT session_id, {_LIVE} FROM head h", _live()).fetchone()
         if row is None:
             return
-        how = ended_normally if row[1] > now else "expired"
+        how = ended_normally if row[1] else "expired"
         _count(conn, how)
         conn.execute("INSERT INTO ended (session_id, how) VALUES (?, ?)", (row[0], how))
         conn.execute("DELETE FROM ended WHERE n <= (SELECT max(n) FROM ended) - ?", (ENDED_KEPT,))
@@ -244,34 +274,41 @@ class SqliteStore:
     # -- reads ---------------------------------------------------------------------------------
 
     def head(self) -> Head | None:
+        return self.head_until()[0]
+
+    def head_until(self) -> tuple[Head | None, float]:
+        """The head, and when it expires on :func:`session_clock` (inf with no session)."""
         self.check_file()
         row = self._conn().execute(
-            "SELECT session_id, seq, policy_version, opened_at, tip FROM head WHERE expires_at > ?",
-            (time.time(),)).fetchone()
-        return Head(*row) if row else None
+            f"SELECT session_id, seq, policy_version, opened_at, tip, expires_at FROM head h WHERE {_LIVE}",
+            _live()).fetchone()
+        return (Head(*row[:5]), row[5]) if row else (None, float("inf"))
 
     def snapshot(self, session_id: str) -> bytes | None:
         row = self._conn().execute(
             "SELECT s.data FROM snapshot s JOIN head h USING (session_id)"
-            " WHERE s.session_id = ? AND h.expires_at > ?", (session_id, time.time())).fetchone()
+            f" WHERE s.session_id = ? AND {_LIVE}", (session_id, *_live())).fetchone()
         return row[0] if row else None
 
     def allocations(self, session_id: str) -> list[tuple[int, bytes]]:
         rows = self._conn().execute(
             "SELECT a.net, a.record FROM allocation a JOIN head h USING (session_id)"
-            " WHERE a.session_id = ? AND h.expires_at > ? AND a.net != 0", (session_id, time.time()))
+            f" WHERE a.session_id = ? AND {_LIVE} AND a.net != 0", (session_id, *_live()))
         return [(net, record) for net, record in rows]
 
     def changes(self, session_id: str, after_seq: int) -> list[Change]:
         rows = self._conn().execute(
             "SELECT c.task_uid, c.net, c.record, c.tip FROM change c JOIN head h USING (session_id)"
-            " WHERE c.session_id = ? AND c.seq > ? AND h.expires_at > ? ORDER BY c.seq",
-            (session_id, after_seq, time.time())).fetchall()
+            f" WHERE c.session_id = ? AND c.seq > ? AND {_LIVE} ORDER BY c.seq",
+            (session_id, after_seq, *_live())).fetchall()
         return [Change(*row) for row in rows]
 
     def ended(self, session_id: str) -> bool:
-        return self._conn().execute("SELECT 1 FROM ended WHERE session_id = ?",
-                                    (session_id,)).fetchone() is not None
+        conn = self._conn()
+        if conn.execute("SELECT 1 FROM ended WHERE session_id = ?", (session_id,)).fetchone() is not None:
+            return True
+        return conn.execute(f"SELECT 1 FROM head h WHERE session_id = ? AND NOT ({_LIVE})",
+                            (session_id, *_live())).fetchone() is not None  # expired, nothing noticed it yet
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
         rows = self._conn().execute(
@@ -426,8 +463,8 @@ def _retry_while_locked(step, timeout_seconds: float) -> None:
 
 
 def _is_current(conn: sqlite3.Connection, session_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM head WHERE session_id = ? AND expires_at > ?",
-                        (session_id, time.time())).fetchone() is not None
+    return conn.execute(f"SELECT 1 FROM head h WHERE session_id = ? AND {_LIVE}",
+                        (session_id, *_live())).fetchone() is not None
 
 
 def _arrival(conn: sqlite3.Connection) -> tuple[int, int]:

@@ -185,7 +185,9 @@ class SessionStore(Protocol):
 
     def ended(self, session_id: str) -> bool:
         """Whether the store recorded ``session_id`` as closed, replaced or expired (a session
-        the store has no trace of was lost, not ended); the last ``ENDED_KEPT`` are kept."""
+        the store has no trace of was lost, not ended); the last ``ENDED_KEPT`` are kept, and the
+        current one once its TTL passed on the store's own clock (never the wall clock of the
+        process asking: a wall-clock step is not an expiry)."""
         ...
 
     def session_counts(self) -> SessionCounts:
