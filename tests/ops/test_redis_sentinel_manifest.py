@@ -238,8 +238,14 @@ def test_the_pods_scripts_start_a_sentinel_set_that_fails_over_and_takes_the_old
     first.start("redis")
     wait(lambda: master_port(pods, password) != first.redis_port, "a failover")
     new_master = master_port(pods, password)
-    wait(lambda: client(first.redis_port, password).info("replication").get("master_link_status") == "up",
-         "the old master back as a replica")
+    try:
+        wait(lambda: client(first.redis_port, password).info("replication").get("master_link_status") == "up",
+             "the old master back as a replica")
+    except TimeoutError as error:  # say what the pods did (their logs go with tmp_path)
+        logs = "\n".join(f"--- {log.name}\n" + log.read_text(errors="replace")[-3000:]
+                         for log in sorted(first.state.glob("pod-*.log")))
+        raise TimeoutError(f"{error}; the old master's replication: "
+                           f"{client(first.redis_port, password).info('replication')}\n{logs}") from None
     assert client(first.redis_port, password).info("replication")["master_port"] == new_master
     assert "waiting for them to promote a replica" in (first.state / "pod-0-redis.log").read_text()
 
