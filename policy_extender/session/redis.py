@@ -17,6 +17,8 @@ Keys (``P`` = ``{prefix}:``):
                        sets its expiry to the session's TTL: a session pinned to it never outlives it, and a
                        version no open pins any more expires (a swap every second added one a second)
   ``P counts``         hash opened / closed / expired / replaced
+  ``P lost``           the id of a session a worker found lost (``mark_lost``); PEXPIRE the rest of its TTL;
+                       deleted by the next open or close
   ``P arrival``        hash issued (the last ``begin_open`` ticket), applied (the ticket of the last open
                        or close stored): opens and closes are ordered by arrival (store.py, ``begin_open``)
   ``P tally:cycles``   sorted set of the decision tally's kept cycles, by opened_at (tally.py)
@@ -88,6 +90,7 @@ HEAD_FIELDS = ("sid", "seq", "version", "opened_at", "tip", "master")
 # KEYS[3] is the counts hash.
 _END_CURRENT = """
 local function end_current(prefix, how)
+  redis.call('UNLINK', prefix .. 'lost')
   local old = redis.call('GET', KEYS[2])
   if not old then return end
   if redis.call('EXISTS', KEYS[1]) == 0 then how = 'expired' end
@@ -359,6 +362,15 @@ class RedisStore:
         with UNAVAILABLE:
             stored = self._redis.get(self._key + "sources:" + version)
         return None if stored is None else json.loads(stored)
+
+    def mark_lost(self, session_id: str, seconds: float) -> None:
+        with UNAVAILABLE:
+            self._redis.set(self._key + "lost", session_id, px=max(1, int(seconds * 1000)))
+
+    def lost(self) -> str | None:
+        with UNAVAILABLE:
+            found = self._redis.get(self._key + "lost")
+        return None if found is None else found.decode()
 
     def session_counts(self) -> SessionCounts:
         with UNAVAILABLE:

@@ -49,11 +49,14 @@ log = logging.getLogger("policy_extender.session")
 #: seconds between two checks that the path still names the file this process has open
 CHECK_SECONDS = 0.25
 #: ``PRAGMA user_version`` of the schema below; a file with another one is rebuilt
-SCHEMA_VERSION = 5
-_TABLES = ("arrival", "head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
+SCHEMA_VERSION = 6
+_TABLES = ("arrival", "lost", "head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
            "session_count", "tally_cycle", "tally_count", "tally_note")
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS lost (
+    one INTEGER PRIMARY KEY CHECK (one = 1), session_id TEXT NOT NULL, boot_id TEXT NOT NULL,
+    until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS arrival (
     one INTEGER PRIMARY KEY CHECK (one = 1), issued INTEGER NOT NULL, applied INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS head (
@@ -258,7 +261,9 @@ class SqliteStore:
             self._end_current(conn, ended_normally="closed")
 
     def _end_current(self, conn: sqlite3.Connection, ended_normally: str) -> None:
-        """Drop the current session and everything it holds, counting how it ended."""
+        """Drop the current session and everything it holds, counting how it ended; a lost
+        session's record (``mark_lost``) goes too: this is the next cycle."""
+        conn.execute("DELETE FROM lost")
         row = conn.execute(f"SELECT session_id, {_LIVE} FROM head h", _live()).fetchone()
         if row is None:
             return
@@ -318,6 +323,16 @@ class SqliteStore:
         if not rows:
             return None
         return {file: text for file, text in rows if file is not None}
+
+    def mark_lost(self, session_id: str, seconds: float) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO lost VALUES (1, ?, ?, ?)",
+                         (session_id, BOOT_ID, session_clock() + seconds))
+
+    def lost(self) -> str | None:
+        row = self._conn().execute("SELECT session_id FROM lost h WHERE boot_id = ? AND until > ?",
+                                   _live()).fetchone()
+        return row[0] if row else None
 
     def session_counts(self) -> SessionCounts:
         rows = self._conn().execute("SELECT name, value FROM session_count").fetchall()

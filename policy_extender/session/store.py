@@ -194,6 +194,16 @@ class SessionStore(Protocol):
         """Sessions opened, closed, expired and replaced so far."""
         ...
 
+    def mark_lost(self, session_id: str, seconds: float) -> None:
+        """Record, for every worker and replica sharing the store, that ``session_id`` was lost
+        (it vanished without ending: the store restarted empty, its file was replaced), for the
+        next ``seconds`` (at most the rest of its TTL); the next open or close removes it."""
+        ...
+
+    def lost(self) -> str | None:
+        """The session :meth:`mark_lost` recorded, while the record holds, else None."""
+        ...
+
     # -- the decision tally of /why (session/tally.py) -----------------------------------------
 
     def tally_merge(self, cycle_id: str, opened_at: float, counts: dict[str, int],

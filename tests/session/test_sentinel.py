@@ -176,7 +176,7 @@ def test_the_demoted_master_back_as_a_replica_is_never_read_as_the_master(cluste
         time.sleep(0.01)
     cluster.kill_master()
     cluster.wait_for_failover()
-    cluster.restart_killed_master()  # a replica of the new master now, in sync
+    cluster.restart_killed_master_as_replica()  # as the pods' script does; in sync
     demoted = redis.Redis(host="127.0.0.1", port=cluster.master_port, socket_timeout=2)
     assert demoted.hget(store._key + "head", "master") == f"127.0.0.1:{cluster.master_port}".encode()
     assert demoted.info("replication")["role"] == "slave"
@@ -184,7 +184,8 @@ def test_the_demoted_master_back_as_a_replica_is_never_read_as_the_master(cluste
     replica.close()
 
     port = stale_sentinel(cluster.master_port)
-    late = SentinelStore(f"redis+sentinel://127.0.0.1:{port}/stale/0", prefix=prefix)
+    # a generous timeout: a sentinel just started on a loaded machine may take longer than 0.25 s
+    late = SentinelStore(f"redis+sentinel://127.0.0.1:{port}/stale/0", prefix=prefix, timeout=2.0)
     with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{cluster.master_port}.* is a replica of "
                                                f"127.0.0.1:{cluster.replica_port}"):
         late.head()
