@@ -438,6 +438,23 @@ class SqliteStore:
         return counts, notes
 
 
+def open_session_in(path: str) -> tuple[str, float] | None:
+    """(session id, seconds left) of the session open in the SQLite store file ``path`` of
+    another process, read-only; None when none is, it expired, or the file cannot be read (another
+    schema version, not a store)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute(f"SELECT session_id, expires_at FROM head h WHERE {_LIVE}", _live()).fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()  # a file of another instance: this process holds no lock of its own on it
+    return (row[0], row[1] - session_clock()) if row else None
+
+
 def _tally_entries(conn: sqlite3.Connection, cycle_id: str) -> int:
     return sum(conn.execute(f"SELECT count(*) FROM {table} WHERE cycle_id = ?", (cycle_id,)).fetchone()[0]
                for table in ("tally_count", "tally_note"))
