@@ -3,7 +3,7 @@ runtime directory of the instance that died): the new instance takes over that f
 (instance.py), its first worker finds the session still open there and marks it lost
 (``lost.inherit_previous``), so every worker answers 503 for it until the next onSessionOpen.
 Another command line's stale directory is left alone while its store is recent (its own
-restart may come for it). tests/web/test_restart_served.py does it under gunicorn."""
+restart may come for it). tests/served/test_restart_served.py does it under gunicorn."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 #: every test that makes a Sentinel failover (grep -l sentinel tests: the others run none)
-TESTS = ["tests/session/test_sentinel.py", "tests/web/test_sentinel_failover.py",
+TESTS = ["tests/session/test_sentinel.py", "tests/served/test_sentinel_failover.py",
          "tests/ops/test_redis_sentinel_manifest.py"]
 
 
