@@ -1,16 +1,24 @@
 """The verbs that decide nothing: the session's open and close, ``jobEnqueued``, and the
 allocate/deallocate events that the shared session store counts (net, retries are safe).
+
+Opens are ordered by arrival, not by when they are stored: an onSessionOpen takes a ticket from
+the store as it arrives (``note_arrival``, called by the HTTP layer before the body is read; else
+at the start of the handler), and the store refuses to store it once an open or close that
+arrived later was stored (``OpenSuperseded``: answered 409 and counted as a ``superseded``
+session event). So an open Volcano gave up on (``extender.httpTimeout``) that finishes after the
+next cycle's close and open never replaces that cycle's session.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from policy_extender import metrics, trace
 from policy_extender.decide.worker_state import LoadedSet, WorkerState
 from policy_extender.decide.reply import Reply, VerbError
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
-from policy_extender.session.store import Head, SessionCounts
+from policy_extender.session.store import Head, OpenSuperseded, SessionCounts
 from policy_extender.wire import decode as wire_decode
 from policy_extender.wire import arriving, encode, placed, snapshot
 from policy_extender.wire.paths import PLACED
@@ -27,7 +35,33 @@ def current_policy(service: WorkerState) -> Any:
     return policy_set
 
 
+#: this thread's onSessionOpen's arrival ticket (``note_arrival``), or None
+_arrival = threading.local()
+
+
+def note_arrival(service: WorkerState) -> None:
+    """An onSessionOpen has just arrived on this thread, its body not read yet: take its ticket
+    (``SessionStore.begin_open``) for this thread's handler. A store that cannot give one now
+    leaves it to the handler, which then fails the call as the store does. Pair with
+    :func:`forget_arrival` once the call is answered."""
+    try:
+        _arrival.ticket = service.sessions.begin_open()
+    except Exception:  # the store is down: the handler's own begin_open answers 503 for it
+        _arrival.ticket = None
+
+
+def forget_arrival() -> None:
+    """The call is answered: a ticket no handler took (a body refused) is not the next call's."""
+    _arrival.ticket = None
+
+
+def _arrival_ticket(service: WorkerState) -> int:
+    ticket, _arrival.ticket = getattr(_arrival, "ticket", None), None
+    return ticket if ticket is not None else service.sessions.begin_open()
+
+
 def on_session_open(service: WorkerState, body: bytes) -> Reply:
+    ticket = _arrival_ticket(service)
     streamed = arriving.take(body)
     if streamed is not None:  # decoded while it arrived (web.dispatch.read_streamed): the rest now
         policy_set, stream = streamed
@@ -44,7 +78,12 @@ def on_session_open(service: WorkerState, body: bytes) -> Reply:
     del pruned, streamed
     trace.mark("encoded")
     before = service.sessions.session_counts()
-    service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    try:
+        service.sessions.open(data, policy_set.version, dict(policy_set.sources), ticket)
+    except OpenSuperseded as exc:
+        _count_session("superseded")
+        raise VerbError(409, f"onSessionOpen: {exc} (it took longer than Volcano waited: Volcano closed "
+                        "that cycle and opened the next before it was stored)") from None
     service.session_cache.session_opened()  # a session lost before is not the cycle's any more
     trace.mark("stored")
     if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
