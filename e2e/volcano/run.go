@@ -30,7 +30,12 @@ type Outcome struct {
 	Evictions []string          // ns/pod
 	Pipelined map[string]string // ns/pod -> node
 	Phases    map[string]string // ns/job (the scenario's job name) -> PodGroup phase
-	Elapsed   time.Duration     // OpenSession to CloseSession
+	// PodGroupPhases is the phase of every PodGroup after the session, by ns/PodGroup name:
+	// what the next cycle's PodGroup holds.
+	PodGroupPhases map[string]string
+	// Calls is how often Volcano called each verb in this cycle.
+	Calls   map[string]int
+	Elapsed time.Duration // OpenSession to CloseSession
 	// Panic is the message of a panic in Volcano's code during the actions (the scheduler process
 	// would crash there); the session is then not closed and no phase is read.
 	Panic string
@@ -110,7 +115,7 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 	}
 	start := time.Now()
 	ssn := framework.OpenSession(sc, tiers, configurations)
-	out := &Outcome{Pipelined: map[string]string{}, Phases: map[string]string{}}
+	out := &Outcome{Pipelined: map[string]string{}, Phases: map[string]string{}, PodGroupPhases: map[string]string{}}
 	out.Panic = runActions(ssn, actions)
 	if out.Panic == "" { // a scheduler that panicked closes no session
 		closeAndRead(ssn, out, jobNames)
@@ -137,6 +142,7 @@ func closeAndRead(ssn *framework.Session, out *Outcome, jobNames map[string]stri
 			continue
 		}
 		name := job.Namespace + "/" + job.Name
+		out.PodGroupPhases[name] = string(job.PodGroup.Status.Phase)
 		if scenarioName, ok := jobNames[name]; ok {
 			name = scenarioName
 		}

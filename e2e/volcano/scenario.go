@@ -38,7 +38,29 @@ type Scenario struct {
 	Serve   []string `json:"serve,omitempty"`
 	Cluster Cluster  `json:"cluster"`
 	Fault   *Fault   `json:"fault,omitempty"`
-	Expect  Expect   `json:"expect"`
+	// Cycles is how many scheduling cycles run, one after the other against the same service
+	// (default 1); between two cycles the cluster evolves (cycles.go): binds become running
+	// pods, evicted pods go after EvictionGrace cycles, tasks with a duration finish, and the
+	// Events of the next cycle happen.
+	Cycles int `json:"cycles,omitempty"`
+	// EvictionGrace is how many cycles an evicted pod stays, terminating (Volcano's Releasing),
+	// before it is gone (default 1).
+	EvictionGrace *int    `json:"evictionGrace,omitempty"`
+	Events        []Event `json:"events,omitempty"`
+	Expect        Expect  `json:"expect"`
+}
+
+// Event changes the cluster before cycle Before (2 to Cycles), after the previous cycle's
+// outcome was applied.
+type Event struct {
+	Before      int      `json:"before"`
+	AddJobs     []Job    `json:"addJobs,omitempty"`
+	AddNodes    []Node   `json:"addNodes,omitempty"`
+	RemoveNodes []string `json:"removeNodes,omitempty"`
+	Cordon      []string `json:"cordon,omitempty"`
+	Uncordon    []string `json:"uncordon,omitempty"`
+	// DeletePods deletes pods (ns/name) at once, as `kubectl delete --force` does.
+	DeletePods []string `json:"deletePods,omitempty"`
 }
 
 // Fault makes the service fail the way a deployment can.
@@ -119,6 +141,10 @@ type Task struct {
 	Tolerations        []Taint             `json:"tolerations,omitempty"`
 	// Nodes places replica i on Nodes[i] (running); a replica without a node is pending.
 	Nodes []string `json:"nodes,omitempty"`
+	// Duration is how many cycles a replica runs before it succeeds (several cycles only;
+	// 0: it runs for ever). A replica running at the start has run from cycle 1, a replica
+	// bound in cycle N from cycle N+1.
+	Duration int `json:"duration,omitempty"`
 }
 
 // Expect is the outcome Volcano must produce. Binds and evictions are complete lists: what is
@@ -136,6 +162,18 @@ type Expect struct {
 	// Releases replaces, for the releases whose version starts with the key ("v1.10"), the
 	// fields it sets: what an older Volcano does differently.
 	Releases map[string]Expect `json:"releases,omitempty"`
+
+	// With several cycles, binds and evictions above are over the whole run (complete when
+	// given; a pod bound twice counts its last node), pipelined and phases are after the last
+	// cycle, calls are the run's totals and why is asked after the run. Then:
+	// Cycle expects of cycle N what it did in that cycle alone (binds and evictions complete
+	// when given, calls of that cycle, why asked right after it).
+	Cycle map[int]Expect `json:"cycle,omitempty"`
+	// BoundBy: the pod is bound (to any node) in some cycle up to and including N.
+	BoundBy map[string]int `json:"boundBy,omitempty"`
+	// NeverEvicted and NeverBound: pods no cycle of the run evicts, or binds.
+	NeverEvicted []string `json:"neverEvicted,omitempty"`
+	NeverBound   []string `json:"neverBound,omitempty"`
 }
 
 // For is what to expect of a release: the scenario's expect with the release's replacements.
@@ -166,6 +204,18 @@ func (e Expect) For(release string) Expect {
 		if r.Panic != "" {
 			out.Panic = r.Panic
 		}
+		if r.Cycle != nil {
+			out.Cycle = r.Cycle
+		}
+		if r.BoundBy != nil {
+			out.BoundBy = r.BoundBy
+		}
+		if r.NeverEvicted != nil {
+			out.NeverEvicted = r.NeverEvicted
+		}
+		if r.NeverBound != nil {
+			out.NeverBound = r.NeverBound
+		}
 	}
 	return out
 }
@@ -188,8 +238,11 @@ func (s *Scenario) validate() error {
 	if len(s.Policies) == 0 && len(s.PolicyFiles) == 0 {
 		return fmt.Errorf("no policies: a scenario serves at least one policy file")
 	}
-	if s.Expect.Binds == nil {
+	if s.Expect.Binds == nil && s.CycleCount() == 1 {
 		return fmt.Errorf("expect.binds is required (write {} for none)")
+	}
+	if err := s.validateCycles(); err != nil {
+		return err
 	}
 	for _, j := range s.Cluster.Jobs {
 		if len(j.Tasks) == 0 {
