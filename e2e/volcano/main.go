@@ -26,6 +26,11 @@ func main() {
 	bind := flag.String("bind", "127.0.0.1:0", "benchmark (internal): the address of -serve-extender")
 	benchCycle := flag.String("bench-cycle", "", "benchmark (internal): run one cycle against this extender URL (none: without), or marshal")
 	benchSize := flag.String("bench-size", "", "benchmark (internal): NODESxPODS of -bench-cycle")
+	simulate := flag.String("simulate", "", "simulate (for policy-extender simulate): run this onSessionOpen body (.json) or case (.yaml) and print the outcome as JSON")
+	policyDir := flag.String("policy-dir", "", "simulate: the policies to serve (every *.policy and *values.yaml file of this directory)")
+	schedulerConf := flag.String("scheduler-conf", "", "simulate: the scheduler conf (default: the case's, else the shipped sidecar conf)")
+	actionsLine := flag.String("actions", "", "simulate: replaces the conf's actions (\"enqueue, allocate\")")
+	serveArgs := flag.String("serve-args", "", "simulate: more options of policy-extender serve, split on spaces (\"--record DIR\")")
 	flag.Parse()
 	if *serveExtender != "" {
 		if err := ServeExtender(*serveExtender, *bind); err != nil {
@@ -58,6 +63,14 @@ func main() {
 	}
 	defer cleanup()
 	command := f.Command()
+	if *simulate != "" {
+		o := SimulateOptions{Input: *simulate, PolicyDir: *policyDir, Conf: *schedulerConf,
+			Actions: *actionsLine, Serve: strings.Fields(*serveArgs)}
+		if err := RunSimulate(report, f.Release, f.Repo, command, f.Work, o); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if *bench != "" {
 		if err := RunBench(report, f.Release, f.Repo, command, f.Work, *bench, *rounds); err != nil {
 			fatal(err)
