@@ -11,7 +11,8 @@ package main
 //     resources still held but counted as coming free) for evictionGrace cycles, then gone;
 //   - a pod with a duration succeeds once it has run that many cycles (Volcano frees its node);
 //   - every PodGroup keeps the phase Volcano's CloseSession gave it;
-//   - the events of cycle N+1 happen (jobs arrive, nodes come, go, are cordoned).
+//   - the events of cycle N+1 happen (jobs arrive, nodes come, go with their pods, are
+//     cordoned, pods are deleted).
 // An evicted pod does not come back: a job controller's restart is an event (addJobs).
 
 import (
@@ -226,6 +227,16 @@ func (st *clusterState) happen(e Event) error {
 			return fmt.Errorf("removeNodes: no node %s", name)
 		}
 		st.objs.Nodes = kept
+		// The pods bound there go with it, as the pod garbage collector deletes them.
+		pods := st.objs.Pods[:0]
+		for _, p := range st.objs.Pods {
+			if p.Spec.NodeName == name {
+				delete(st.life, p.Namespace+"/"+p.Name)
+				continue
+			}
+			pods = append(pods, p)
+		}
+		st.objs.Pods = pods
 	}
 	for _, name := range e.Cordon {
 		if err := st.setUnschedulable(name, true); err != nil {

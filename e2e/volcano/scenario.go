@@ -53,9 +53,10 @@ type Scenario struct {
 // Event changes the cluster before cycle Before (2 to Cycles), after the previous cycle's
 // outcome was applied.
 type Event struct {
-	Before      int      `json:"before"`
-	AddJobs     []Job    `json:"addJobs,omitempty"`
-	AddNodes    []Node   `json:"addNodes,omitempty"`
+	Before   int    `json:"before"`
+	AddJobs  []Job  `json:"addJobs,omitempty"`
+	AddNodes []Node `json:"addNodes,omitempty"`
+	// RemoveNodes deletes nodes and the pods bound to them.
 	RemoveNodes []string `json:"removeNodes,omitempty"`
 	Cordon      []string `json:"cordon,omitempty"`
 	Uncordon    []string `json:"uncordon,omitempty"`
