@@ -235,13 +235,13 @@ def _simulate_case(args: argparse.Namespace) -> int:
                   f"{total} change{'s' * (total != 1)}")
         return 1 if total else 0
     outcome = run_engine(args.volcano, args.case, policies, **options)
-    print(json.dumps(outcome, indent=2) if args.json else outcome_text(outcome))
+    print(json.dumps(outcome, indent=2) if args.json else outcome_text(outcome, args.case))
     return 0
 
 
-def outcome_text(outcome: dict) -> str:
+def outcome_text(outcome: dict, name: str) -> str:
     """A case's outcome: each cycle's binds, evictions, pipelined tasks and phases, then why."""
-    lines = [f"{outcome['input']} with Volcano {outcome['release']}"]
+    lines = [f"{name} with Volcano {outcome['release']}"]
     for i, cycle in enumerate(outcome["cycles"], 1):
         parts = [f"bound {pod} -> {node}" for pod, node in sorted(cycle["binds"].items())]
         parts += [f"evicted {pod}" for pod in sorted(cycle["evictions"])]

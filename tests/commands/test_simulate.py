@@ -162,3 +162,19 @@ def test_a_case_prints_each_cycle_and_why():
     assert "node n2 is not in the blue pool" in run.stdout
     moved = simulate(str(CASE), "--against", str(CURRENT), "--policies", str(CANDIDATE))
     assert moved.returncode == 1 and "ml/train-worker-0  n1 -> n2" in moved.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the first build of the v1.10.0 engine compiles Volcano
+def test_a_recording_of_volcano_v1_10_whose_podgroups_carry_go_field_names_rebuilds_too(tmp_path):
+    from policy_extender.commands.simulate_engine import run_engine
+    run_engine("v1.10.0", str(CASE), str(CURRENT), serve_args=["--record", str(tmp_path / "rec")])
+    run = simulate("--volcano", "v1.10.0", "--recording", str(tmp_path / "rec"), "--against", str(CURRENT),
+                   "--policies", str(CANDIDATE), "--json")
+    assert run.returncode == 1, run.stdout + run.stderr
+    (cycle,) = json.loads(run.stdout)["cycles"]
+    # "Spec": {"MinMember": 1, ...}, the metadata inline: read as the PodGroup it is (v1.10 calls
+    # a PodGroup with its pods bound Running after allocate)
+    assert cycle["current"]["phases"] == {"ml/running": "Running", "ml/train": "Running"}
+    assert [(c["kind"], c["subject"], c["before"], c["after"]) for c in cycle["changes"]] == [
+        ("bind", "ml/train-worker-0", "n1", "n2")]
