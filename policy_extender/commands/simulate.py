@@ -95,7 +95,7 @@ def diff_outcomes(before: dict, after: dict) -> list[OutcomeChange]:
 
 
 def _placements(kind: str, before: dict, after: dict) -> list[OutcomeChange]:
-    verb = "bound" if kind == "bind" else "pipelined"
+    verb, where = ("bound", "to") if kind == "bind" else ("pipelined", "on")
     out = []
     for pod in sorted(set(before) | set(after)):
         was, now = before.get(pod, ""), after.get(pod, "")
@@ -104,7 +104,7 @@ def _placements(kind: str, before: dict, after: dict) -> list[OutcomeChange]:
         if was and now:
             text = f"{was} -> {now}"
         elif now:
-            text = f"now {verb} to {now} (was not {verb})"
+            text = f"now {verb} {where} {now} (was not {verb})"
         else:
             text = f"no longer {verb} (was {was})"
         out.append(OutcomeChange(kind, pod, was, now, text))
@@ -142,7 +142,7 @@ def _simulate_recording(args: argparse.Namespace) -> int:
                          "record one with `policy-extender serve --record DIR`")
     report = []
     with tempfile.TemporaryDirectory(prefix="policy-extender-simulate-") as tmp:
-        for name, body, versions in cycles:
+        for name, body, versions, recorded in cycles:
             snapshot = os.path.join(tmp, f"{name}.json")
             with open(snapshot, "wb") as out:
                 out.write(body)
@@ -150,6 +150,12 @@ def _simulate_recording(args: argparse.Namespace) -> int:
             before = run_engine(args.volcano, snapshot, args.against, **options)["cycles"][0]
             after = run_engine(args.volcano, snapshot, args.policies, **options)["cycles"][0]
             notes = []
+            if recorded is not None and recorded != {**before["pipelined"], **before["binds"]}:
+                notes.append(f"the recorded cycle placed {_placed(recorded)} (its allocateFunc and "
+                             f"deallocateFunc calls); run again with {args.against} Volcano places "
+                             f"{_placed({**before['pipelined'], **before['binds']})}: the scheduler conf "
+                             "(--scheduler-conf), the release (--volcano) or what the snapshot does not "
+                             "carry differs, so read the changes with that in mind")
             if versions and current[1] not in versions:
                 notes.append(f"the recording was answered by policy version {', '.join(sorted(versions))}; "
                              f"{args.against} is version {current[1]}: the comparison is with that set, "
@@ -188,8 +194,9 @@ def _checked_set(directory: str, role: str) -> tuple[str, str]:
                          f"simulate again:\n{error.render()}") from None
 
 
-def _recorded_opens(directory: str, pattern: str | None) -> tuple[list[tuple[str, bytes, set[str]]], list[str]]:
-    """Each recorded cycle's name, onSessionOpen body and the policy versions that answered it."""
+def _recorded_opens(directory: str, pattern: str | None) -> tuple[list, list[str]]:
+    """Each recorded cycle's name, onSessionOpen body, the policy versions that answered it and
+    where it placed tasks (recorded_placements)."""
     from policy_extender.replay.reading import Problem, cycle_dirs, read_cycle
     if not os.path.isdir(directory):
         raise ValueError(f"{directory}: no such recording directory; record one with "
@@ -203,8 +210,36 @@ def _recorded_opens(directory: str, pattern: str | None) -> tuple[list[tuple[str
         if not cycle.opens:
             continue
         versions = {call.policy_version for call in cycle.calls if call.policy_version}
-        out.append((cycle.name, cycle.calls[0].request, versions))
+        out.append((cycle.name, cycle.calls[0].request, versions, recorded_placements(cycle.calls)))
     return out, [str(p) for p in problems]
+
+
+def recorded_placements(calls) -> dict[str, str] | None:
+    """Where a recorded cycle placed tasks (bound or pipelined: Volcano sends allocateFunc for
+    both), from its allocateFunc and deallocateFunc calls in order: each adds or takes back one
+    placement of a task (an eviction is a deallocateFunc, its undoing an allocateFunc). None when
+    the cycle has no such call (Volcano before v1.13 sends none)."""
+    from policy_extender.verb_names.volcano import ALLOCATE, DEALLOCATE
+    count: dict[str, int] = {}
+    node: dict[str, str] = {}
+    seen = False
+    for call in calls:
+        if call.verb not in (ALLOCATE, DEALLOCATE) or call.status != 200:
+            continue
+        seen = True
+        try:
+            task = json.loads(call.request).get("task") or {}
+        except ValueError:
+            continue
+        key = f"{task.get('Namespace')}/{task.get('Name')}"
+        count[key] = count.get(key, 0) + (1 if call.verb == ALLOCATE else -1)
+        if call.verb == ALLOCATE:
+            node[key] = task.get("NodeName") or ""
+    return {key: node[key] for key in sorted(count) if count[key] > 0} if seen else None
+
+
+def _placed(placements: dict[str, str]) -> str:
+    return ", ".join(f"{pod} on {node}" for pod, node in sorted(placements.items())) or "nothing"
 
 
 # -- CASE.yaml -----------------------------------------------------------------------------------

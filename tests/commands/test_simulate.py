@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from policy_extender.cli import main
-from policy_extender.commands.simulate import OutcomeChange, changes_text, diff_outcomes
+from policy_extender.commands.simulate import OutcomeChange, changes_text, diff_outcomes, recorded_placements
+from policy_extender.replay.reading import RecordedCall
 
 HERE = Path(__file__).resolve().parent / "simulate"
 CASE, CURRENT, CANDIDATE = HERE / "cluster.yaml", HERE / "current", HERE / "candidate"
@@ -58,6 +59,24 @@ def test_changes_are_printed_one_per_line_in_columns():
                          OutcomeChange("eviction", "ml/long-name-0", "", "evicted", "now evicted")])
     assert text.splitlines() == ["  bind       ml/a-0          n1 -> n2",
                                  "  eviction   ml/long-name-0  now evicted"]
+
+
+def event(verb: str, pod: str, node: str = "", status: int = 200) -> RecordedCall:
+    ns, name = pod.split("/")
+    body = json.dumps({"task": {"Namespace": ns, "Name": name, "NodeName": node}}).encode()
+    return RecordedCall(verb, status, "v1", 0, 1, 0, body, b"{}", "f:0")
+
+
+def test_a_recorded_cycle_placed_what_its_allocations_kept():
+    calls = [event("onSessionOpen", "x/x"),
+             event("allocateFunc", "ml/a-0", "n1"),                                  # bound
+             event("allocateFunc", "ml/g-0", "n1"), event("deallocateFunc", "ml/g-0"),  # a gang discarded
+             event("deallocateFunc", "ml/v-0"), event("allocateFunc", "ml/v-0", "n2"),  # an eviction undone
+             event("deallocateFunc", "ml/w-0"),                                       # an eviction
+             event("allocateFunc", "ml/p-0", "n2"),                                  # pipelined
+             event("allocateFunc", "ml/f-0", "n3", status=503)]                      # refused: not counted
+    assert recorded_placements(calls) == {"ml/a-0": "n1", "ml/p-0": "n2"}
+    assert recorded_placements(calls[:1]) is None  # Volcano before v1.13 sends no allocateFunc
 
 
 def test_a_recording_needs_the_current_set_and_says_so(tmp_path, capsys):
@@ -135,6 +154,7 @@ def test_the_rebuilt_snapshot_does_what_the_recorded_cycle_did_and_the_same_set_
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads(run.stdout)
     (cycle,) = report["cycles"]
+    # No note: the current set's run places what the recorded cycle's allocateFunc calls placed.
     assert report["changes"] == 0 and cycle["notes"] == []
     # The cluster rebuilt from onSessionOpen alone: the running pod keeps n1, the pending one
     # goes where the recorded cycle put it, every PodGroup under its job's name and phase (in
@@ -150,6 +170,16 @@ def test_a_set_other_than_the_recorded_one_is_noted(recordings):
     run = simulate("--recording", str(recordings["raw"]), "--against", str(CANDIDATE), "--policies", str(CURRENT))
     assert run.returncode == 1
     assert "note: the recording was answered by policy version" in run.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_run_that_does_not_place_what_the_recorded_cycle_placed_is_noted(recordings):
+    run = simulate("--recording", str(recordings["raw"]), "--against", str(CURRENT), "--policies", str(CURRENT),
+                   "--actions", "enqueue")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert ("note: the recorded cycle placed ml/train-worker-0 on n1 (its allocateFunc and deallocateFunc "
+            f"calls); run again with {CURRENT} Volcano places nothing") in run.stdout
 
 
 @pytest.mark.slow
