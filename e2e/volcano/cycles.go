@@ -10,7 +10,8 @@ package main
 //   - a pod evicted in cycle N is terminating (a deletionTimestamp: Volcano's Releasing, its
 //     resources still held but counted as coming free) for evictionGrace cycles, then gone;
 //   - a pod with a duration succeeds once it has run that many cycles (Volcano frees its node);
-//   - every PodGroup keeps the phase Volcano's CloseSession gave it;
+//   - every PodGroup keeps the phase Volcano's CloseSession gave it, and a pod it could not
+//     bind the status it wrote (PodScheduled false, a preemptor's nominated node);
 //   - the events of cycle N+1 happen (jobs arrive, nodes come, go with their pods, are
 //     cordoned, pods are deleted).
 // An evicted pod does not come back: a job controller's restart is an event (addJobs).
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +76,29 @@ type podLife struct {
 	duration     int // cycles it runs before it succeeds (0: for ever)
 	runningSince int // first cycle it runs in (0: not running)
 	evictedIn    int // the cycle that evicted it (0: none)
+}
+
+// podStatusLog keeps the pod statuses Volcano writes through its status updater (the API
+// server in a cluster): what a pod's next cycle carries.
+type podStatusLog struct {
+	mu    sync.Mutex
+	byPod map[string]v1.PodStatus
+}
+
+func (l *podStatusLog) record(pod *v1.Pod) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byPod[pod.Namespace+"/"+pod.Name] = *pod.Status.DeepCopy()
+}
+
+func (l *podStatusLog) all() map[string]v1.PodStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]v1.PodStatus, len(l.byPod))
+	for k, v := range l.byPod {
+		out[k] = v
+	}
+	return out
 }
 
 // clusterState is the cluster between cycles.
@@ -151,7 +176,8 @@ func (st *clusterState) lifeOf(key string) *podLife {
 }
 
 // Apply writes cycle's outcome into the cluster: binds run from the next cycle, evictions
-// start terminating, PodGroups keep the phase the session gave them.
+// start terminating, pods Volcano could not bind keep the status it wrote (PodScheduled false,
+// a preemptor's nominated node), PodGroups keep the phase the session gave them.
 func (st *clusterState) Apply(out *Outcome, cycle int) {
 	for key, node := range out.Binds {
 		p := st.pod(key)
@@ -170,6 +196,15 @@ func (st *clusterState) Apply(out *Outcome, cycle int) {
 		now := metav1.Now()
 		p.DeletionTimestamp = &now
 		st.lifeOf(key).evictedIn = cycle
+	}
+	for key, status := range out.PodStatuses {
+		// What Volcano wrote of a pod it did not bind: its conditions and nominated node.
+		if p := st.pod(key); p != nil && p.Spec.NodeName == "" && out.Binds[key] == "" {
+			p.Status.Conditions = status.Conditions
+			if status.NominatedNodeName != "" {
+				p.Status.NominatedNodeName = status.NominatedNodeName
+			}
+		}
 	}
 	for _, pg := range st.objs.PodGroups {
 		if phase, ok := out.PodGroupPhases[pg.Namespace+"/"+pg.Name]; ok && phase != "" {
@@ -370,6 +405,11 @@ func formatCycles(cycles []*Outcome) string {
 		}
 		for _, pod := range sortedKeys(c.Pipelined) {
 			parts = append(parts, fmt.Sprintf("pipelined %s on %s", pod, c.Pipelined[pod]))
+		}
+		for _, pod := range sortedKeys(c.PodStatuses) {
+			if node := c.PodStatuses[pod].NominatedNodeName; node != "" {
+				parts = append(parts, fmt.Sprintf("nominated %s for %s", node, pod))
+			}
 		}
 		if c.Panic != "" {
 			parts = append(parts, "panicked: "+c.Panic)
