@@ -168,7 +168,7 @@ def _simulate_recording(args: argparse.Namespace) -> int:
                           "cycles": [{"cycle": name, "current": before, "candidate": after, "notes": notes,
                                       "changes": [asdict(c) for c in changes]}
                                      for name, before, after, changes, notes in report],
-                          "changes": total}, indent=2))
+                          "total": total}, indent=2))
     else:
         for name, _, _, changes, notes in report:
             print(f"cycle {name}: {len(changes)} change{'s' * (len(changes) != 1)}")

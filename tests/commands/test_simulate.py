@@ -155,7 +155,7 @@ def test_the_rebuilt_snapshot_does_what_the_recorded_cycle_did_and_the_same_set_
     report = json.loads(run.stdout)
     (cycle,) = report["cycles"]
     # No note: the current set's run places what the recorded cycle's allocateFunc calls placed.
-    assert report["changes"] == 0 and cycle["notes"] == []
+    assert report["total"] == 0 and cycle["notes"] == []
     # The cluster rebuilt from onSessionOpen alone: the running pod keeps n1, the pending one
     # goes where the recorded cycle put it, every PodGroup under its job's name and phase (in
     # a redacted recording too, whose pods lost the annotations naming their PodGroups).
