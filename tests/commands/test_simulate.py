@@ -208,3 +208,18 @@ def test_a_recording_of_volcano_v1_10_whose_podgroups_carry_go_field_names_rebui
     assert cycle["current"]["phases"] == {"ml/running": "Running", "ml/train": "Running"}
     assert [(c["kind"], c["subject"], c["before"], c["after"]) for c in cycle["changes"]] == [
         ("bind", "ml/train-worker-0", "n1", "n2")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_documented_what_if_case_runs_its_cycles_as_the_docs_show():
+    """tests/commands/simulate/what-if.yaml is the example of docs/testing-policies.md, word for word."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "testing-policies.md").read_text()
+    case = HERE / "what-if.yaml"
+    assert case.read_text() in doc
+    run = simulate(str(case), "--policies", str(Path(__file__).resolve().parents[2] / "policies"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    cycles = run.stdout.split("\ncycle ")[1:]
+    assert "  bound ml/first-worker-0 -> n1" in cycles[0]
+    assert "nothing bound, evicted or pipelined" in cycles[1]     # first runs, second waits
+    assert "  bound ml/second-worker-0 -> n1" in cycles[2]        # first succeeded: room
