@@ -7,8 +7,8 @@ plugins, the extender plugin calling a real ``serve``) once with the current set
 candidate, and prints what changes: binds moved, evictions added or gone, tasks pipelined
 elsewhere, jobs admitted or held. Exit status 0 nothing changed, 1 something changed, 2 error.
 
-``simulate CASE.yaml [--policies DIR]`` runs a hand-written cluster (the e2e scenario format:
-nodes, jobs, cycles, events) and prints each cycle's outcome with what ``why`` says; with
+``simulate CASE.yaml [--policies DIR]`` runs a hand-written cluster (an outcome case's keys without
+``name`` and ``expect``: cluster, cycles, events, policies, conf, actions) and prints each cycle's outcome with what ``why`` says; with
 ``--against DIR`` it prints the difference instead, with the same exit status.
 """
 
@@ -25,9 +25,9 @@ HELP = "run Volcano's own scheduler on a recorded or hand-written cluster and sh
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from policy_extender.commands.simulate_engine import SUPPORTED
+    from policy_extender.fixture_runner.engine import SUPPORTED
     parser.add_argument("case", nargs="?", metavar="CASE.yaml",
-                        help="a hand-written cluster (the e2e scenario format); or use --recording")
+                        help="a hand-written cluster (an outcome case's keys: cluster, cycles, events, ...); or use --recording")
     parser.add_argument("--recording", metavar="DIR", help="a directory written by serve --record "
                         "(or one cycle directory of it): every recorded cycle is simulated")
     parser.add_argument("--policies", default="policies", metavar="DIR",
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policy_extender.commands.simulate_engine import EngineError  # lazy: commands/__init__
+    from policy_extender.fixture_runner.engine import EngineError, EngineUnavailable  # lazy: commands/__init__
     try:
         if args.recording and args.case:
             raise ValueError("give a CASE.yaml or --recording DIR, not both")
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         if args.case:
             return _simulate_case(args)
         raise ValueError("give a CASE.yaml to run, or --recording DIR --against CURRENT --policies CANDIDATE")
-    except (EngineError, ValueError, OSError) as error:
+    except (EngineError, EngineUnavailable, ValueError, OSError) as error:
         print(f"policy-extender simulate: {error}", file=sys.stderr)
         return 2
 
@@ -127,7 +127,7 @@ def changes_text(changes: list[OutcomeChange], indent: str = "  ") -> str:
 # -- --recording ---------------------------------------------------------------------------------
 
 def _simulate_recording(args: argparse.Namespace) -> int:
-    from policy_extender.commands.simulate_engine import run_engine
+    from policy_extender.fixture_runner.engine import simulate as run_engine
     if not args.against:
         raise ValueError("--recording needs --against CURRENT: the policy directory the recording was "
                          "answered by (the recording keeps its version, not its files)")
@@ -245,7 +245,7 @@ def _placed(placements: dict[str, str]) -> str:
 # -- CASE.yaml -----------------------------------------------------------------------------------
 
 def _simulate_case(args: argparse.Namespace) -> int:
-    from policy_extender.commands.simulate_engine import run_engine
+    from policy_extender.fixture_runner.engine import simulate as run_engine
     if not os.path.isfile(args.case):
         raise ValueError(f"{args.case}: no such case file")
     policies = args.policies if os.path.isdir(args.policies) else None

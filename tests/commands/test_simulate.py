@@ -110,6 +110,17 @@ def test_a_recording_without_an_open_cycle_is_an_error(tmp_path, capsys):
     assert "no recorded cycle with an onSessionOpen snapshot" in capsys.readouterr().err
 
 
+def test_without_go_and_without_a_built_engine_one_line_says_what_is_needed(tmp_path, monkeypatch, capsys):
+    """simulate finds its engine where the outcome cases do (fixture_runner/engine.py)."""
+    from policy_extender.fixture_runner import engine
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(engine.ENGINE_DIR_ENV, raising=False)
+    assert main(["simulate", str(CASE), "--policies", str(CURRENT)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "install Go 1.24 or later" in err and "Docker image" in err, err
+
+
 # -- Volcano's own scheduler (slow) ---------------------------------------------------------------
 
 def simulate(*args: str) -> subprocess.CompletedProcess:
@@ -122,7 +133,7 @@ def recordings(tmp_path_factory):
     """Two real cycles of Volcano's scheduler against `serve --record` on the current set: one
     recorded raw, one with --record-redact annotations (the annotations tying pods to their
     PodGroups blanked)."""
-    from policy_extender.commands.simulate_engine import run_engine
+    from policy_extender.fixture_runner.engine import simulate as run_engine
     root = tmp_path_factory.mktemp("recordings")
     out = {}
     for name, extra in (("raw", []), ("redacted", ["--record-redact", "annotations"])):
@@ -197,7 +208,7 @@ def test_a_case_prints_each_cycle_and_why():
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # the first build of the v1.10.0 engine compiles Volcano
 def test_a_recording_of_volcano_v1_10_whose_podgroups_carry_go_field_names_rebuilds_too(tmp_path):
-    from policy_extender.commands.simulate_engine import run_engine
+    from policy_extender.fixture_runner.engine import simulate as run_engine
     run_engine("v1.10.0", str(CASE), str(CURRENT), serve_args=["--record", str(tmp_path / "rec")])
     run = simulate("--volcano", "v1.10.0", "--recording", str(tmp_path / "rec"), "--against", str(CURRENT),
                    "--policies", str(CANDIDATE), "--json")
