@@ -14,6 +14,13 @@ this module writes; ``e2e/volcano/cases/*.fixtures.yaml`` are the suite's own ca
       cluster: {priorityClasses: {...}, queues: [...], nodes: [...], nodeSets: [...], jobs: [...]}
       expect: {binds: {...}, evictions: [...], never_evicted: [...], pipelined: {...}, phases: {...}, why: {...}}
 
+Several cycles against the same serve (the cluster evolving between them: e2e/volcano/cycles.go)::
+
+      cycles: 3
+      evictionGrace: 1           # cycles an evicted pod stays terminating
+      events: [{before: 2, addJobs: [...], addNodes: [...], removeNodes: [n2], cordon: [n1], uncordon: [...], deletePods: [...]}]
+      expect: {cycle: {2: {binds: {}}}, bound_by: {ns/pod: 3}, never_bound: [ns/pod], ...}
+
 This module only checks a case's shape (every key known, with ``did you mean`` and
 ``file:line:col``) and turns it into the engine's scenario; ``outcome_run`` runs and compares.
 """

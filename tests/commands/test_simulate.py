@@ -234,3 +234,16 @@ def test_the_documented_what_if_case_runs_its_cycles_as_the_docs_show():
     assert "  bound ml/first-worker-0 -> n1" in cycles[0]
     assert "nothing bound, evicted or pipelined" in cycles[1]     # first runs, second waits
     assert "  bound ml/second-worker-0 -> n1" in cycles[2]        # first succeeded: room
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_case_with_an_outcome_cases_name_and_expect_runs_its_cluster(tmp_path):
+    """simulate reads an outcome case's keys; its name and expect (policy-extender test's) are
+    not compared here."""
+    case = tmp_path / "case.yaml"
+    case.write_text("name: train lands in the blue pool\n" + CASE.read_text()
+                    + "expect: {never_evicted: [ml/running-worker-0], bound_by: {ml/train-worker-0: 1}}\n")
+    run = simulate(str(case), "--policies", str(CURRENT))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "  bound ml/train-worker-0 -> n1" in run.stdout.splitlines()
