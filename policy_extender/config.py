@@ -240,6 +240,11 @@ class Config:
                           "connections; 16 parallel predicate calls need workers x threads >= 16).", parse_int)
     policy_dirs: tuple[str, ...] = option(("policies",), "Directories of `*.policy` files (list, or "
                                           "comma-separated in a flag or environment variable).", parse_list)
+    values_file: str = option("", "The values file of the set (`--values FILE`): the cluster's values "
+                              "of the policies' `param`s, read with the policy directories as one set "
+                              "(its name ends in `values.yaml`; a policy directory holding its own "
+                              "values file as well is an error naming both: docs/configuration.md, "
+                              "\"One set per cluster\"). Empty: only the directories' files.", parse_str)
     verbs: dict[str, str] = option(dict, "URL path of each verb kind, when the scheduler's "
                                    "`extender.<kind>Verb` renames it: `predicate=customFilter,...` or a "
                                    "YAML mapping. Unnamed kinds keep their own name as path.",
@@ -380,6 +385,12 @@ class Config:
                          "background; false: nothing is recorded.", parse_bool)
     tally_cycles: int = option(3, "Closed cycles whose tally the session store keeps, besides the "
                                "open one (the oldest beyond it is dropped).", parse_int)
+    rules_not_called_cycles: int = option(3, "Closed Volcano cycles after which a rule whose verb Volcano has "
+                                          "not called in any of them is reported (log, `/status` "
+                                          "`rules_not_called`, metric `policy_extender_rules_not_called`): a "
+                                          "`ready` rule without `extender.jobReadyVerb` in the conf decides "
+                                          "nothing. At most `tally_cycles` (it reads the tally); 0: off.",
+                                          parse_int)
     tally_max_entries: int = option(20000, "Cap of tally entries per cycle (one per task, job or "
                                     "queue and answer or rule; about 150 bytes each in the store), "
                                     "in the store and in each worker; entries beyond it are dropped "
@@ -401,6 +412,10 @@ class Config:
             raise ConfigError(f"ops_bind {self.ops_bind!r} is on the bind address's port ({self.bind!r}): give "
                               "the ops routes a port of their own (such as 0.0.0.0:8714), or leave "
                               "ops_bind empty to serve them on bind")
+        if self.values_file and not self.values_file.endswith("values.yaml"):
+            raise ConfigError(f"values_file {self.values_file}: a values file's name ends in values.yaml "
+                              "(dev-values.yaml, prod-values.yaml), which is how a file of a set is known "
+                              "as its values; rename it")
 
     def verb_paths(self) -> dict[str, str]:
         """URL path (with ``path_prefix``) -> Volcano verb kind (kube-scheduler's:

@@ -86,6 +86,7 @@ class Metrics:
     tally_flush_failures: Any
     body_maps: Any
     connections_closed: Any
+    rules_not_called: Any = None
     children: dict = field(default_factory=dict)
 
 
@@ -135,6 +136,10 @@ def build() -> Metrics:
         audit_decisions=Counter(PREFIX + "audit_decisions",
                                 "Would-be decisions of audit (shadow) rules, by rule and outcome; they change no answer.",
                                 ("rule", "outcome"), registry=registry),
+        rules_not_called=Gauge(PREFIX + "rules_not_called",
+                               "Rules of the set whose verb Volcano has not called in the last rules_not_called_cycles "
+                               "cycles (its conf may not register the verb), by verb; set at each onSessionOpen.",
+                               ("verb",), registry=registry, multiprocess_mode="livemostrecent"),
         tally_flush_failures=Counter(PREFIX + "tally_flush_failures",
                                      "Flushes of a worker's decision tally that the session store did not take (that tally is lost).",
                                      registry=registry),
@@ -385,6 +390,13 @@ def note_audits(audits) -> None:
             if a.outcome != "skip":
                 k = (a.rule, a.outcome)
                 pending.audits[k] = pending.audits.get(k, 0) + 1
+
+
+def set_rules_not_called(counts: dict[str, int], verbs) -> None:
+    """The rules each of ``verbs`` (those serving the set's rules) leaves uncalled: 0 for the others."""
+    gauge = metrics().rules_not_called
+    for verb in verbs:
+        gauge.labels(verb=verb).set(counts.get(verb, 0))
 
 
 def note_tally_failure() -> None:

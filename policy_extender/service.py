@@ -24,8 +24,10 @@ from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.session_gaps import SessionGaps
 from policy_extender.decide.table import VERBS
 from policy_extender.decide.tallying import DecisionTally
+from policy_extender.decide.unserved import UnservedWatch
 from policy_extender.instance import LAST_GOOD_FILE
 from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
+from policy_extender.policyset.sets import policy_set_source
 from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
@@ -74,7 +76,8 @@ class Service:
         self.body_limits: dict[str, int] = {kind: config.body_limit_for(kind) for kind in self.routes.values()}
         self.policies = PolicyStore()
         self.last_good = LastGoodCopy(_last_good_path(runtime_dir)) if runtime_dir else None
-        self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval,
+        self.reloader = PolicyReloader(policy_set_source(config.policy_dirs, config.values_file).paths(),
+                                       config.reload_interval,
                                        on_change=self._activate, on_restore=self._serve,
                                        on_status=_set_policy_metrics,
                                        fallback=self._last_good_sources if self.last_good else None,
@@ -88,6 +91,8 @@ class Service:
         self.decided_with: tuple[Any, Any] = (None, None)
         self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
         self.tally = _tally(config, self.sessions)  # this worker's side of GET /why
+        #: rules whose verb Volcano has not called in the last cycles (decide.unserved)
+        self.unserved = UnservedWatch(min(config.rules_not_called_cycles, config.tally_cycles))
 
     def start(self) -> "Service":
         """Load the policies now (never raises: a bad set leaves /readyz at 503), then watch."""

@@ -36,6 +36,8 @@ func main() {
 	schedulerConf := flag.String("scheduler-conf", "", "simulate: the scheduler conf (default: the case's, else the shipped sidecar conf)")
 	actionsLine := flag.String("actions", "", "simulate: replaces the conf's actions (\"enqueue, allocate\")")
 	serveArgs := flag.String("serve-args", "", "simulate: more options of policy-extender serve, split on spaces (\"--record DIR\")")
+	benchDerived := flag.String("bench-derived", "", "run the derived-conf benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
+	flag.StringVar(&benchConf, "bench-conf", "", "benchmark (internal): the scheduler conf of -bench-cycle (default: the shipped one)")
 	flag.Parse()
 	if *serveExtender != "" {
 		if err := ServeExtender(*serveExtender, *bind); err != nil {
@@ -72,6 +74,12 @@ func main() {
 		o := SimulateOptions{Input: *simulate, PolicyDir: *policyDir, Conf: *schedulerConf,
 			Actions: *actionsLine, Serve: strings.Fields(*serveArgs)}
 		if err := RunSimulate(report, f.Release, f.Repo, command, f.Work, o); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	if *benchDerived != "" {
+		if err := RunDerivedBench(report, f.Release, f.Repo, command, f.Work, *benchDerived, *rounds); err != nil {
 			fatal(err)
 		}
 		return

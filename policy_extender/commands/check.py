@@ -9,6 +9,11 @@ named from their directory. Exit 0 with a one-line summary, 1 on any error (ever
 ``file:line:col`` with the source line and a caret), 2 when a path does not exist or no set holds
 a policy file. Warnings (an unused ``let``) of a set that compiles are shown the same way and do
 not change the exit status, unless ``--strict``: then they count as errors (exit 1).
+
+``--values FILE`` makes the PATHs one set with that values file (``policyset.sets``: the set serve
+loads with ``values_file``); given several times, each values file is checked as a set of its own
+with the same PATHs (``check gpu-policies --values clusters/dev-values.yaml --values
+clusters/prod-values.yaml``: one set per cluster, no symlink directory).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -31,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="policy files or directories of *.policy files (default: policies)")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text for people (default), json for tools")
+    parser.add_argument("--values", action="append", default=[], metavar="FILE",
+                        help="the cluster's values file: the PATHs and FILE are one set, as serve loads "
+                             "them with values_file; repeat to check one set per cluster")
     parser.add_argument("--strict", action="store_true",
                         help="treat warnings (an unused let) as errors: exit 1 when there is one")
     parser.add_argument("--cost", action="store_true",
@@ -45,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if missing_paths("check", args.paths):
+    if missing_paths("check", [*args.paths, *getattr(args, "values", [])]):
         return 2
     conf = None
     if getattr(args, "scheduler_conf", None):
@@ -53,7 +62,12 @@ def run(args: argparse.Namespace) -> int:
         if conf is None:
             return 2
     sets = policy_sets(args.paths)
-    reports = [r for r in (check_set(paths, conf) for paths in sets) if r["files"] or r["diagnostics"]]
+    if getattr(args, "values", None):  # the PATHs are one set, once per values file
+        merged = tuple(p for paths in sets for p in paths)
+        runs = [check_set(merged, values, conf) for values in args.values]
+    else:
+        runs = [check_set(paths, None, conf) for paths in sets]
+    reports = [r for r in runs if r["files"] or r["diagnostics"]]
     left_out = not_loaded(sets)
     if not reports:
         print(f"policy-extender check: no *.policy files in {', '.join(args.paths)}"
@@ -165,15 +179,18 @@ def _read_scheduler_conf(path: str) -> tuple[str, dict] | None:
     return path, document
 
 
-def check_set(paths: tuple[Path, ...], conf: tuple[str, dict] | None = None) -> dict:
-    """Compile one set: its files, rule count and version, or every diagnostic. Files are named
-    by their path, so an editor can open what the diagnostics point at. With ``conf`` (its name
-    and the parsed scheduler conf), the victim rules it overrides are warned about too."""
-    from policy_extender.policyset import compile_sources, read_sources  # lazy: commands/__init__
+def check_set(paths: tuple[Path, ...], values: str | None = None, conf: tuple[str, dict] | None = None) -> dict:
+    """Compile one set (``paths`` with the values file ``values``): its files, rule count and
+    version, or every diagnostic. Files are named by their path, so an editor can open what the
+    diagnostics point at. With ``conf`` (its name and the parsed scheduler conf), the victim
+    rules it overrides are warned about too."""
+    from policy_extender.policyset import compile_sources, read_set  # lazy: commands/__init__
     from policy_extender.policyset.files import ReadError
     report = {"files": [], "rules": 0, "version": None, "diagnostics": [], "rendered": "", "warnings": []}
     try:
-        sources = read_sources(paths)
+        source = _source_of(paths, values)
+        report["set"] = source.describe()
+        sources = read_set(source)
     except ReadError as error:
         first = str(paths[0])
         report.update(diagnostics=[_unreadable(first, str(error))], rendered=f"{first}:1:1: error: {error}")
@@ -181,7 +198,7 @@ def check_set(paths: tuple[Path, ...], conf: tuple[str, dict] | None = None) -> 
     except PolicyError as error:  # E407, one file name twice
         report.update(diagnostics=error.to_dicts(), rendered=error.render())
         return report
-    where = _paths_of(paths, sources)
+    where = _paths_of((*paths, *([Path(values)] if values else [])), sources)
     report["files"] = [where[name] for name in sorted(sources)]
     try:
         policy_set = compile_sources(sources)
@@ -203,6 +220,13 @@ def check_set(paths: tuple[Path, ...], conf: tuple[str, dict] | None = None) -> 
     return report
 
 
+def _source_of(paths: tuple[Path, ...], values: str | None = None):
+    """The set of ``paths`` and ``values`` as ``policyset.sets`` builds it (without ``values``, a
+    values file named among the paths is its values)."""
+    from policy_extender.policyset.sets import policy_set_source, source_of_paths  # lazy: commands/__init__
+    return policy_set_source(paths, values) if values else source_of_paths(paths)
+
+
 def _paths_of(paths: tuple[Path, ...], sources: dict[str, str]) -> dict[str, str]:
     """{file name: the path a user would open} for the files of one set."""
     where = {}
@@ -215,10 +239,15 @@ def _paths_of(paths: tuple[Path, ...], sources: dict[str, str]) -> dict[str, str
 
 
 def _renamed(diagnostic, where: dict[str, str]):
+    from policy_extender.lang import codes  # lazy: commands/__init__
     span = diagnostic.span
     if span is None or span.file not in where:
         return diagnostic
-    return dataclasses.replace(diagnostic, span=dataclasses.replace(span, file=where[span.file]))
+    message = diagnostic.message
+    if diagnostic.code == codes.E002:  # two values files: name both by the paths to open
+        for name, path in where.items():
+            message = re.sub(rf"(?<![\w/.-]){re.escape(name)}(?![\w.-])", path.replace("\\", "\\\\"), message)
+    return dataclasses.replace(diagnostic, message=message, span=dataclasses.replace(span, file=where[span.file]))
 
 
 def _unreadable(where: str, message: str) -> dict:
@@ -248,6 +277,8 @@ def _print_text(reports: list[dict], left_out: list[str], strict: bool = False) 
         rules = sum(r["rules"] for r in reports)
         print(f"ok: {files} policy file{'s' * (files != 1)}, {rules} rule{'s' * (rules != 1)}, no errors"
               + (f", {warned}" if warnings else ""))
+        for report in reports if any(" with " in r.get("set", "") for r in reports) else ():
+            print(f"  {report['set']}: version {report['version']}")
 
 
 #: Volcano's default extender.httpTimeout: a call slower than this is marked in --scale's table
@@ -281,8 +312,8 @@ def _print_costs(report: dict) -> None:
 def _print_json(reports: list[dict], left_out: list[str], strict: bool = False) -> None:
     diagnostics = [d for r in reports for d in r["diagnostics"]]
     warnings = [d for r in reports for d in r["warnings"]]
-    sets = [{**{k: r[k] for k in ("files", "rules", "version")}, **{k: r[k] for k in ("costs", "scale") if k in r}}
-            for r in reports]
+    sets = [{**{k: r[k] for k in ("set", "files", "rules", "version") if k in r},
+             **{k: r[k] for k in ("costs", "scale") if k in r}} for r in reports]
     ok = not diagnostics and not (strict and warnings)
     print(json.dumps({"ok": ok, "sets": sets, "diagnostics": diagnostics + warnings, "not_loaded": left_out},
                      indent=2))

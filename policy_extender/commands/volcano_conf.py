@@ -16,6 +16,13 @@ and formatting are lost, and the command says so on stderr.
 
 A conf that already has an ``extender`` plugin is refused (exit 2) unless ``--replace``, which
 removes every existing one (and a tier left without plugins) before adding the new one.
+
+``--policies DIR`` (repeatable, with ``--values FILE``: the set serve loads, ``policyset.sets``)
+derives the plugin's verbs and managed resources from the set (:func:`derived_extender`, on
+``decide.served``): only the verbs its rules serve (and the session verbs with them), ``jobReady``
+when it has ``ready`` rules, ``managedResources`` when every filter, score and victim rule is
+guarded by a request of an extended resource; a rule kind whose verb ``--omit-verb`` leaves out is
+an error, as is a set that decides nothing for Volcano.
 """
 
 from __future__ import annotations
@@ -120,6 +127,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "kube-system): docs/testing-policies.md, \"Protection that holds\"")
     parser.add_argument("--replace", action="store_true",
                         help="replace an extender plugin the conf already has (else: exit 2)")
+    parser.add_argument("--policies", action="append", default=[], metavar="DIR",
+                        help="derive the verbs and managedResources from the policy set serve loads from DIR "
+                             "(repeat for several directories): only the verbs its rules serve")
+    parser.add_argument("--values", metavar="FILE", help="with --policies: the set's values file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,9 +144,12 @@ def run(args: argparse.Namespace) -> int:
             raise ConfError(f"--http-timeout {args.http_timeout!r} is not a Go duration; use e.g. 100ms, 1s, 1.5s "
                             "(Volcano silently takes 1s for a value it cannot parse)")
         text = sys.stdin.read() if source == "-" else _read(source)
-        plugin = extender_plugin(args.url_prefix, args.http_timeout, args.ignorable == "true",
-                                 args.managed_resource,
-                                 [*args.omit_verb, *(v for v in DEFAULT_OMITTED if v not in args.include_verb)])
+        omitted = [*args.omit_verb, *(v for v in DEFAULT_OMITTED if v not in args.include_verb)]
+        managed, derived_notes = list(args.managed_resource), list[str]()
+        if args.policies:
+            omitted, managed, derived_notes = derived_extender(_load_set(args.policies, args.values),
+                                                               args.omit_verb, args.managed_resource)
+        plugin = extender_plugin(args.url_prefix, args.http_timeout, args.ignorable == "true", managed, omitted)
         result = merge(text, plugin, replace=args.replace, where="<stdin>" if source == "-" else source)
     except ConfError as error:
         print(f"policy-extender volcano-conf: {error}", file=sys.stderr)
@@ -147,10 +161,55 @@ def run(args: argparse.Namespace) -> int:
             print(f"policy-extender volcano-conf: {error}", file=sys.stderr)
             return 2
         result = Merged(final.text, result.notes + final.notes)
-    for note in result.notes:
+    for note in derived_notes + result.notes:
         print(f"policy-extender volcano-conf: note: {note}", file=sys.stderr)
     sys.stdout.write(result.text)
     return 0
+
+
+def _load_set(dirs: list[str], values: str | None):
+    """The policy set serve loads from ``dirs`` with ``values`` (``policyset.sets``)."""
+    from policy_extender.errors import PolicyError  # lazy: commands/__init__
+    from policy_extender.policyset import load_set, policy_set_source
+    from policy_extender.policyset.files import ReadError
+    try:
+        return load_set(policy_set_source(dirs, values))
+    except ReadError as error:
+        raise ConfError(str(error)) from None
+    except PolicyError as error:
+        raise ConfError(f"the policy set does not load (serve would refuse it too):\n{error.render()}") from None
+
+
+def derived_extender(policy_set, omit_verbs=(), managed_resources=()) -> tuple[list[str], list[str], list[str]]:
+    """(verbs to leave out, managedResources, notes) for the extender serving ``policy_set``:
+    the verbs no rule serves are left out (``decide.served``), and ``omit_verbs`` too unless a rule
+    kind needs one (a ConfError: the rules would never be called); ``managed_resources`` given
+    win over the derived ones. Its own function, so other options of the plugin compose with it."""
+    from policy_extender.decide.served import served as served_by  # lazy: commands/__init__
+    served = served_by(policy_set)
+    if not served.kinds_by_verb:
+        raise ConfError("the policy set has no rule for Volcano (filter, score, victim, preemptable, reclaimable, "
+                        "enqueue, overused, ready): the extender would decide nothing; check the --policies "
+                        "directories (or their protocol statements)")
+    for verb in omit_verbs:
+        if verb in served.kinds_by_verb:
+            kinds = " and ".join(sorted(served.kinds_by_verb[verb]))
+            raise ConfError(f"--omit-verb {verb}: the set's {kinds} rules are served by {verb}, so Volcano would "
+                            f"never call them; drop --omit-verb {verb}, or remove those rules")
+    omitted = [v for v in VERB_KINDS if v not in served.verbs or v in omit_verbs]
+    notes = [f"{', '.join(omitted)} left out: no rule of the set is served by "
+             f"{'them' if len(omitted) > 1 else 'it'}"] if omitted else []
+    if JOB_READY in served.verbs:
+        notes.append("jobReady registered for the set's ready rules: while the service is down, ignorable: true "
+                     "answers false there, so no job is ready until it is back")
+    managed = list(managed_resources)
+    if not managed and served.managed:
+        managed = list(served.managed)
+        notes.append(f"managedResources {managed}: every filter, score and victim rule applies only to tasks "
+                     "requesting one of them, so Volcano sends no other task")
+    elif not managed:
+        notes.append(f"managedResources left empty (every task is sent): {served.why_not_managed}")
+    return omitted, managed, notes
 
 
 def _read(path: str) -> str:

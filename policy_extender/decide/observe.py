@@ -17,6 +17,7 @@ from policy_extender import metrics
 from policy_extender.decide.audit import AuditedSet
 from policy_extender.decide.table import Verb
 from policy_extender.decide.worker_state import WorkerState
+from policy_extender.decide.tally_shapes import PredicateShape
 from policy_extender.logs import current_request_id
 
 class Step(Protocol):
@@ -33,12 +34,15 @@ def after(verb: Verb) -> Step:
     if evaluate is None or shape is None:
         raise ValueError(f"{name} is not a deciding verb (its table entry has no audit or tally)")
     record = shape.record
+    counted = not isinstance(shape, PredicateShape)  # the predicate's calls are counted as its tally folds them
 
     def step(service: WorkerState, policy_set: AuditedSet, env: Any, request: Any, decision: Any, outcome: str,
              head: Any = None) -> None:
         audits = evaluate(policy_set, request, env) if policy_set.audited else ()
         if audits:
             metrics.note_audits(audits)
-        record(service.tally, head if head is not None else getattr(env, "head", None), name, request, decision,
-               outcome, audits, current_request_id())
+        cycle = head if head is not None else getattr(env, "head", None)
+        record(service.tally, cycle, name, request, decision, outcome, audits, current_request_id())
+        if counted:
+            service.tally.note_call(cycle, name)
     return step

@@ -63,6 +63,11 @@ class PolicySet:
         self.audited = {kind: [r for r in rules if r.kind == kind and r.audit]
                         for kind in self.kinds if any(r.kind == kind and r.audit for r in rules)}
 
+    @property
+    def checked(self) -> Any:
+        """The checked program (``lang.checker.Checked``): rules with their guards, and what each name is."""
+        return self._program.checked
+
     def __repr__(self) -> str:
         return f"PolicySet(version={self.version}, files={sorted(self.sources)}, rules={len(self.rules)})"
 

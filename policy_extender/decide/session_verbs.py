@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from policy_extender import metrics, trace
-from policy_extender.decide.worker_state import WorkerState
+from policy_extender.decide.worker_state import LoadedSet, WorkerState
 from policy_extender.decide.reply import Reply, VerbError
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
 from policy_extender.session.store import Head, SessionCounts
@@ -47,7 +47,9 @@ def on_session_open(service: WorkerState, body: bytes) -> Reply:
     service.session_cache.session_opened()  # a session lost before is not the cycle's any more
     trace.mark("stored")
     if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
-        service.tally.record_open(service.sessions.head())
+        head = service.sessions.head()
+        service.tally.record_open(head)
+        _report_rules_not_called(service, policy_set, head.session_id if head is not None else None)
     _count_session("opened")
     _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT, rule=policy_set.version)
@@ -62,6 +64,13 @@ def on_session_close(service: WorkerState, body: bytes) -> Reply:
         _count_session("closed")
     _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT)
+
+
+def _report_rules_not_called(service: WorkerState, policy_set: LoadedSet, open_cycle: str | None) -> None:
+    """Rules whose verb Volcano has not called in the last cycles: log and metric (decide.unserved)."""
+    watch = getattr(service, "unserved", None)
+    if watch is not None:
+        watch.update_soon(policy_set, service.tally, metrics.set_rules_not_called, open_cycle)
 
 
 def _count_ended_unclosed(service: WorkerState, before: SessionCounts) -> None:

@@ -49,7 +49,7 @@ from itertools import compress
 from typing import Any, Iterable, Iterator, Sequence
 
 from policy_extender import process
-from policy_extender.decide.tally_shapes import FIT, REJ, add_audits, describe, object_name, shapes_of
+from policy_extender.decide.tally_shapes import FIT, REJ, PredicateShape, add_audits, describe, object_name, shapes_of
 from policy_extender.logs import current
 from policy_extender.metrics import take_all
 from policy_extender.session.tally import SEP, CycleAggregate, CycleTally
@@ -106,6 +106,12 @@ def window_head(protocol: str, now: float | None = None) -> WindowHead:
 # a worker's tally
 
 
+#: The tally's kind of the per-verb call counts (``DecisionTally.note_call``), and the entry of
+#: it that marks a cycle opened by the scheduler (not a window of calls without sessions).
+CALLS = "verb"
+OPENED = "(opened)"
+
+
 class DecisionTally(CycleTally):
     """One process's tally of the decisions of ``verbs`` (a verb table's entries): the storage
     (``CycleTally``), the predicate's batched recording, and ``why`` for ``GET /why``."""
@@ -120,6 +126,8 @@ class DecisionTally(CycleTally):
         self._rejected: list = []
         self._names: dict[str, str] = {}  # task UID -> object_name
         self._fold_lock = threading.Lock()
+        #: the predicate's verb name, whose calls are counted as they fold (``note_call``)
+        self._predicate = next((s.keys[0] for s in self.shapes if isinstance(s, PredicateShape)), "")
 
     def record_predicate(self, head: Any, task: Any, decision: Any, audits: Sequence[Any] = (),
                          request_id: str | None = None) -> None:
@@ -160,6 +168,21 @@ class DecisionTally(CycleTally):
             with self.lock:
                 add_audits(self.cycle(head), f"task{SEP}{name}{SEP}", audits, request_id)
 
+    def note_call(self, head: Any, verb: str, n: int = 1) -> None:
+        """``n`` calls of ``verb`` in the cycle of ``head``: the entry ``verb\x1f<verb>\x1fn`` that
+        ``decide.unserved`` reads to tell which verbs Volcano called in each cycle; one per verb,
+        so kept past the worker's cap (the store's cap may still drop it: a cycle with drops is
+        no evidence there)."""
+        if head is None or not self.enabled or n <= 0:
+            return
+        self.started()
+        with self.lock:
+            self.cycle(head).add_beyond_cap(f"{CALLS}{SEP}{verb}{SEP}n", n)
+
+    def record_open(self, head: Any) -> None:
+        super().record_open(head)
+        self.note_call(head, OPENED)
+
     def waiting(self) -> int:
         """How many predicate calls wait for the next fold."""
         return len(self._fitted) // FIT_FIELDS + len(self._rejected) // REJECTION_FIELDS
@@ -187,6 +210,7 @@ class DecisionTally(CycleTally):
                         k = f"task{SEP}{name}{SEP}p"
                         c.add(k, count, count)
                         c.add(k + FIT, count, count)
+                    c.add_beyond_cap(f"{CALLS}{SEP}{self._predicate}{SEP}n", len(names))
         if rejected:
             step = REJECTION_FIELDS
             for head, (names, decisions, request_ids) in _per_session(
@@ -211,6 +235,7 @@ class DecisionTally(CycleTally):
                         c.first(k, decisions[first].reason, request_ids[first])
                         if k not in c.firsts:  # over the cap: each call would have counted a drop
                             c.dropped += count - 1
+                    c.add_beyond_cap(f"{CALLS}{SEP}{self._predicate}{SEP}n", len(names))
 
     def note_was_new(self, cycle_id: str, k: str, note: str, request_id: str) -> None:
         """The first reason of a job's or queue's rule in the cycle, across every worker: logged."""

@@ -628,7 +628,7 @@ class Checker(ParamChecks, Hints):
         if not fits:
             verb = "compares" if node.op in ("==", "!=") else "orders"
             always = {"==": ": always false", "!=": ": always true"}.get(node.op, "")
-            hint = self.string_hint(node)
+            hint = self.string_hint(node) or self.object_hint(node)
             said = f": {hint}" if hint else always + (f"; {self.bool_hint(node)}" if self.bool_hint(node) else "")
             self.error(codes.E302, f"'{node.op}' {verb} {types.describe(left)} with {types.describe(right)}{said}",
                        node.op_span)

@@ -38,6 +38,9 @@ E000 = _code("E000", "cannot read", "a policy file or directory cannot be read (
 E001 = _code("E001", "bad values file", "the values file (`values.yaml`) is not YAML, not a mapping "
              "of parameter keys, sets one key twice, or names a policy file the set does not hold",
              "keys are POLICY.PARAM (binpack.gpu_weight) or POLICY.MAP.KEY (binpack.resources.nvidia.com/gpu)")
+E002 = _code("E002", "two values files", "a policy set holds more than one values file (`dev-values.yaml` "
+             "beside `prod-values.yaml`): which one wins would depend on the names",
+             "keep one values file per set: the cluster's, given with --values FILE (serve: values_file)")
 
 E101 = _code("E101", "syntax error", "the text is not a statement of the language: an unexpected "
              "token, an incomplete statement, `=` for `==`, chained comparisons, a rule name without "
@@ -150,6 +153,8 @@ E513 = _code("E513", "past the scheduler's timeout", "a call still evaluating `v
              "`extender.httpTimeout`), so the call stops and answers 500",
              "make the rules cheaper (`check --scale`), or raise extender.httpTimeout and volcano_timeout together")
 
+W001 = _code("W001", "empty values file", "a values file that sets nothing (empty, or only comments): "
+             "every parameter keeps its default", "set the cluster's values in it, or leave it out of the set")
 W201 = _code("W201", "unused let", "a `let` that no rule reads (a warning: the set loads)",
              "use it in a rule or remove it; `check --strict` makes warnings errors")
 W301 = _code("W301", "protection overridden by another tier", "a victim rule protects pods that another "

@@ -64,8 +64,10 @@ class CompiledRule:
             raise
 
 
-def compile_rules(checked: Checked) -> list[CompiledRule]:
-    compiler = Compiler(checked)
+def compile_rules(checked: Checked, probe=None) -> list[CompiledRule]:
+    """The rules compiled; with a ``lang.probe.Probe``, their guards and the operands of every
+    ``and``/``or`` record their outcomes there (expression coverage of the fixture runner)."""
+    compiler = Compiler(checked, probe)
     return [compiler.rule(r) for r in checked.rules]
 
 
@@ -77,9 +79,10 @@ def _constant_text(template: ast.Template | None) -> str | None:
 
 
 class Compiler:
-    def __init__(self, checked: Checked):
+    def __init__(self, checked: Checked, probe=None):
         self.checked = checked
         self.lets: dict[int, Fn] = {}
+        self.probe = probe  # lang.probe.Probe, or None (served sets)
 
     def type_of(self, node) -> str:
         return self.checked.types.get(id(node), "any")
@@ -100,6 +103,8 @@ class Compiler:
             applies: Fn | None = guards[0]  # True or False already: no ``is True`` layer (a call less per rule)
         else:
             applies = _all_true(guards) if guards else None
+        if self.probe is not None and applies is not None:
+            applies = self.probe.guard((checked.file, rule.span.line, rule.span.column), applies)
         return CompiledRule(
             checked.name, checked.kind, checked.file, rule.span.line, rule.span.column,
             applies, self.expr(rule.expr),
@@ -270,6 +275,9 @@ class Compiler:
     def expr_Binary(self, node: ast.Binary) -> Fn:
         fl, fr = self.expr(node.left), self.expr(node.right)
         op = node.op
+        if self.probe is not None and op in ("and", "or"):
+            fl = self.probe.operand(node.left.span, self.source(node.left), fl)
+            fr = self.probe.operand(node.right.span, self.source(node.right), fr)
         if op == "and":
             return lambda c: fl(c) is True and fr(c) is True
         if op == "or":

@@ -170,6 +170,19 @@ class Hints:
                 return f"convert the string with number({self.text(side.span)})"
         return None
 
+    def object_hint(self, node: ast.Binary) -> str | None:
+        """``compare one of its fields: session.job.tasks >= 2`` for an object with number fields
+        (``counts``, ``resources``) compared with a number."""
+        for side, other in ((node.left, node.right), (node.right, node.left)):
+            fields = schema.TYPES.get(self.types.get(id(side), ""), {})
+            numbers = [name for name, f in fields.items() if f.type == "number"]
+            if numbers and self.types.get(id(other)) == "number":
+                read = f"{self.text(side.span)}.{numbers[0]}"
+                written = f"{read} {node.op} {self.text(other.span)}" if side is node.left \
+                    else f"{self.text(other.span)} {node.op} {read}"
+                return (f"compare one of its fields ({', '.join('.' + n for n in numbers)}), e.g. {written}")
+        return None
+
     def text(self, span: Span) -> str:
         lines = self.sources.get(span.file, "").split("\n")
         if span.line == span.end_line and span.line <= len(lines):

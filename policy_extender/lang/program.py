@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from policy_extender.errors import Diagnostic, PolicyError
-from policy_extender.lang import ast, cost
+from policy_extender.errors import Diagnostic, PolicyError, Span
+from policy_extender.lang import ast, codes, cost
 from policy_extender.lang.checker import Checked, Checker
 from policy_extender.lang.compiler import CompiledRule, compile_rules
 from policy_extender.lang.cost import Cost
@@ -46,14 +46,23 @@ def analyse(sources: dict[str, str], memo: dict | None = None) -> Analysis:
     even when others did not, so every error is reported at once. ``memo`` (a dict the caller
     keeps) holds each file's parse by its name and text, so an editor that changed one file of a
     set parses that file alone (the tree is immutable; checking is a fraction of parsing)."""
-    files, diagnostics = [], []
+    files: list[ast.PolicyFile] = []
+    diagnostics: list[Diagnostic] = []
+    warnings: list[Diagnostic] = []
     settings: list[Setting] = []
+    values_files = [name for name in sorted(sources) if is_values_file(name)]
+    if len(values_files) > 1:
+        diagnostics.append(_two_values_files(values_files))
     for name in sorted(sources):
         if is_values_file(name):  # the values of the set's parameters (lang.values)
             try:
-                settings += read_values(name, sources[name])
+                read = read_values(name, sources[name])
             except PolicyError as err:
                 diagnostics.extend(err.diagnostics)
+                continue
+            settings += read
+            if not read:
+                warnings.append(_empty_values_file(name))
             continue
         parsed = _parse(name, sources[name], memo)
         if isinstance(parsed, PolicyError):
@@ -71,7 +80,8 @@ def analyse(sources: dict[str, str], memo: dict | None = None) -> Analysis:
     if diagnostics:
         checked = None
     elif checked is not None:
-        checked.warnings = (*checked.warnings, *cost.warnings(checked))  # W501: a rule quadratic in the cluster
+        # W001 first, then the checker's, then W501: a rule quadratic in the cluster
+        checked.warnings = (*warnings, *checked.warnings, *cost.warnings(checked))
         diagnostics.extend(checked.warnings)
     return Analysis(sources, files, settings, checker, checked, diagnostics)
 
@@ -91,9 +101,25 @@ def _parse(name: str, text: str, memo: dict | None) -> ast.PolicyFile | PolicyEr
     return parsed
 
 
-def compile(sources: dict[str, str]) -> Program:
-    """All or nothing: ``analyse``, then, when nothing is wrong, compiled."""
+def compile(sources: dict[str, str], probe=None) -> Program:
+    """All or nothing: ``analyse``, then, when nothing is wrong, compiled (``probe``: a
+    ``lang.probe.Probe`` for expression coverage, the fixture runner's)."""
     analysis = analyse(sources)
     if analysis.checked is None:  # with the values files' text, for their excerpts
         raise PolicyError(analysis.errors, sources)
-    return Program(analysis.checked, compile_rules(analysis.checked), tuple(cost.estimates(analysis.checked)))
+    checked = analysis.checked
+    return Program(checked, compile_rules(checked, probe), tuple(cost.estimates(checked)))
+
+
+def _two_values_files(names: list[str]) -> Diagnostic:
+    """E002 at the second values file: one set, one values file (``policyset.sets``)."""
+    return Diagnostic(codes.E002, f"the set holds {len(names)} values files: {' and '.join(names)}; "
+                      "one set takes one values file", Span(names[1], 1, 1, 1, 1),
+                      "keep the values of one cluster per set: move the others out of the policy "
+                      "directory and name the one to use with --values FILE (serve: values_file)")
+
+
+def _empty_values_file(name: str) -> Diagnostic:
+    return Diagnostic(codes.W001, "the values file sets nothing: every parameter keeps its default",
+                      Span(name, 1, 1, 1, 1), "set the cluster's values in it (policy.param: value), "
+                      "or leave the file out of the set", severity="warning")

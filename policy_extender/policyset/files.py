@@ -37,6 +37,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from policy_extender.lang.values import VALUES_SUFFIX
+
 #: ConfigMap volumes point this link at the complete, current payload directory.
 DATA_LINK = "..data"
 
@@ -112,6 +114,9 @@ def read_path(path: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:
             return {os.path.basename(path): read_file(path)}
         except FileNotFoundError:
             pass  # removed just now: reported below as missing
+    if path.endswith(VALUES_SUFFIX) and not os.path.isdir(path):
+        raise ReadError(f"{path}: the set's values file does not exist; create it, or name the "
+                        "cluster's values file (--values FILE, or values_file in the serve config)")
     return read_directory(path, suffixes)
 
 
