@@ -7,9 +7,14 @@ plugins, the extender plugin calling a real ``serve``) once with the current set
 candidate, and prints what changes: binds moved, evictions added or gone, tasks pipelined
 elsewhere, jobs admitted or held. Exit status 0 nothing changed, 1 something changed, 2 error.
 
-``simulate CASE.yaml [--policies DIR]`` runs a hand-written cluster (an outcome case's keys without
-``name`` and ``expect``: cluster, cycles, events, policies, conf, actions) and prints each cycle's outcome with what ``why`` says; with
-``--against DIR`` it prints the difference instead, with the same exit status.
+``simulate CASE.yaml [--policies DIR]`` runs a hand-written cluster (an outcome case's keys:
+cluster, cycles, events, policies, conf, actions; its name and expect are not compared) and prints
+each cycle's outcome with what ``why`` says; with ``--against DIR`` it prints the difference
+instead, with the same exit status.
+
+``--values FILE`` makes each policy directory and the cluster's values file one set
+(``policyset.sets.policy_set_source``), as serve loads them with ``values_file``. The engine is the
+outcome cases' (``fixture_runner.engine``: found or built in one place).
 """
 
 from __future__ import annotations
@@ -41,11 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--actions", metavar="LIST", help='replaces the conf\'s actions ("enqueue, allocate")')
     parser.add_argument("--volcano", default=SUPPORTED[0], metavar="vX.Y.Z",
                         help=f"the Volcano release to run (default {SUPPORTED[0]}; {', '.join(SUPPORTED)})")
+    parser.add_argument("--values", metavar="FILE", help="the cluster's values file (its name ends in "
+                        "values.yaml): each policy directory and FILE are one set, as serve loads them with "
+                        "values_file (the current set's and the candidate's)")
     parser.add_argument("--json", action="store_true", help="print the outcomes and changes as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     from policy_extender.fixture_runner.engine import EngineError, EngineUnavailable  # lazy: commands/__init__
+    from policy_extender.policyset.files import ReadError
     try:
         if args.recording and args.case:
             raise ValueError("give a CASE.yaml or --recording DIR, not both")
@@ -54,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         if args.case:
             return _simulate_case(args)
         raise ValueError("give a CASE.yaml to run, or --recording DIR --against CURRENT --policies CANDIDATE")
-    except (EngineError, EngineUnavailable, ValueError, OSError) as error:
+    except (EngineError, EngineUnavailable, ReadError, ValueError, OSError) as error:
         print(f"policy-extender simulate: {error}", file=sys.stderr)
         return 2
 
@@ -131,8 +140,8 @@ def _simulate_recording(args: argparse.Namespace) -> int:
     if not args.against:
         raise ValueError("--recording needs --against CURRENT: the policy directory the recording was "
                          "answered by (the recording keeps its version, not its files)")
-    current = _checked_set(args.against, "current")
-    _checked_set(args.policies, "candidate")
+    current = _checked_set(args.against, "current", args.values)
+    _checked_set(args.policies, "candidate", args.values)
     cycles, problems = _recorded_opens(args.recording, args.cycle)
     for problem in problems:
         print(f"policy-extender simulate: {problem}", file=sys.stderr)
@@ -142,13 +151,15 @@ def _simulate_recording(args: argparse.Namespace) -> int:
                          "record one with `policy-extender serve --record DIR`")
     report = []
     with tempfile.TemporaryDirectory(prefix="policy-extender-simulate-") as tmp:
+        served_current = _served(args.against, args.values, os.path.join(tmp, "current"))
+        served_candidate = _served(args.policies, args.values, os.path.join(tmp, "candidate"))
         for name, body, versions, recorded in cycles:
             snapshot = os.path.join(tmp, f"{name}.json")
             with open(snapshot, "wb") as out:
                 out.write(body)
             options = dict(scheduler_conf=args.scheduler_conf, actions=args.actions)
-            before = run_engine(args.volcano, snapshot, args.against, **options)["cycles"][0]
-            after = run_engine(args.volcano, snapshot, args.policies, **options)["cycles"][0]
+            before = run_engine(args.volcano, snapshot, served_current, **options)["cycles"][0]
+            after = run_engine(args.volcano, snapshot, served_candidate, **options)["cycles"][0]
             notes = []
             if recorded is not None and recorded != {**before["pipelined"], **before["binds"]}:
                 notes.append(f"the recorded cycle placed {_placed(recorded)} (its allocateFunc and "
@@ -181,17 +192,33 @@ def _simulate_recording(args: argparse.Namespace) -> int:
     return 1 if total else 0
 
 
-def _checked_set(directory: str, role: str) -> tuple[str, str]:
-    """The directory and the version of a policy set that compiles (its diagnostics otherwise)."""
+def _checked_set(directory: str, role: str, values: str | None = None) -> tuple[str, str]:
+    """The directory and the version of a policy set that compiles (its diagnostics otherwise):
+    the directory with the values file, as serve loads them (``policyset.sets``)."""
     from policy_extender.errors import PolicyError
-    from policy_extender.policyset import load_directories
+    from policy_extender.policyset.sets import load_set, policy_set_source
     if not os.path.isdir(directory):
         raise ValueError(f"{directory}: no such {role} policy directory")
+    source = policy_set_source([directory], values)
     try:
-        return directory, load_directories([directory]).version
+        return directory, load_set(source).version
     except PolicyError as error:
-        raise ValueError(f"the {role} policies in {directory} do not compile; fix them and "
+        raise ValueError(f"the {role} policies in {source.describe()} do not compile; fix them and "
                          f"simulate again:\n{error.render()}") from None
+
+
+def _served(directory: str | None, values: str | None, copy: str) -> str | None:
+    """The directory the engine's serve reads: ``directory`` itself, or, with a values file, a
+    copy of the set ``policy_set_source([directory], values)`` names (the engine serves every
+    policy and values file of one directory)."""
+    from policy_extender.policyset.sets import policy_set_source, read_set
+    if not values or directory is None:
+        return directory
+    os.makedirs(copy)
+    for name, text in read_set(policy_set_source([directory], values)).items():
+        with open(os.path.join(copy, name), "w", encoding="utf-8") as out:
+            out.write(text)
+    return copy
 
 
 def _recorded_opens(directory: str, pattern: str | None) -> tuple[list, list[str]]:
@@ -251,10 +278,18 @@ def _simulate_case(args: argparse.Namespace) -> int:
     policies = args.policies if os.path.isdir(args.policies) else None
     if args.policies != "policies" and policies is None:
         raise ValueError(f"{args.policies}: no such policy directory")
+    if args.values and policies is None:
+        raise ValueError(f"--values {args.values}: give the policy directory it goes with (--policies DIR)")
     options = dict(scheduler_conf=args.scheduler_conf, actions=args.actions)
+    with tempfile.TemporaryDirectory(prefix="policy-extender-simulate-") as tmp:
+        return _run_case(args, run_engine, options, _served(policies, args.values, os.path.join(tmp, "candidate")),
+                         _served(args.against, args.values, os.path.join(tmp, "current")))
+
+
+def _run_case(args: argparse.Namespace, run_engine, options: dict, policies: str | None, current: str | None) -> int:
     if args.against:
-        _checked_set(args.against, "current")
-        before = run_engine(args.volcano, args.case, args.against, **options)
+        _checked_set(args.against, "current", args.values)
+        before = run_engine(args.volcano, args.case, current, **options)
         after = run_engine(args.volcano, args.case, policies, **options)
         per_cycle = [diff_outcomes(b, a) for b, a in zip(before["cycles"], after["cycles"])]
         total = sum(map(len, per_cycle))

@@ -121,6 +121,25 @@ def test_without_go_and_without_a_built_engine_one_line_says_what_is_needed(tmp_
     assert err.count("\n") == 1 and "install Go 1.24 or later" in err and "Docker image" in err, err
 
 
+def test_a_values_file_not_named_as_one_is_refused_with_the_fix(tmp_path, capsys):
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "green.yaml").write_text("pools.pool: green\n")
+    assert main(["simulate", "--recording", str(tmp_path / "rec"), "--against", str(CURRENT),
+                 "--policies", str(CANDIDATE), "--values", str(tmp_path / "green.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "green.yaml: a values file's name ends in values.yaml" in err and "rename it" in err, err
+
+
+def test_a_values_file_that_sets_no_parameter_of_the_set_is_reported_with_its_position(tmp_path, capsys):
+    (tmp_path / "rec").mkdir()
+    values = tmp_path / "dev-values.yaml"
+    values.write_text("pools.pool: green\n")  # CURRENT's pools.policy declares no parameter
+    assert main(["simulate", "--recording", str(tmp_path / "rec"), "--against", str(CURRENT),
+                 "--policies", str(HERE / "pooled"), "--values", str(values)]) == 2
+    err = capsys.readouterr().err
+    assert "the current policies in" in err and f"with {values} do not compile" in err and "E207" in err, err
+
+
 # -- Volcano's own scheduler (slow) ---------------------------------------------------------------
 
 def simulate(*args: str) -> subprocess.CompletedProcess:
@@ -247,3 +266,16 @@ def test_a_case_with_an_outcome_cases_name_and_expect_runs_its_cluster(tmp_path)
     run = simulate(str(case), "--policies", str(CURRENT))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "  bound ml/train-worker-0 -> n1" in run.stdout.splitlines()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_values_make_the_directory_and_the_file_one_set_as_serve_loads_them():
+    """--values: the pooled set sends new work to the blue pool by default, to the green one with
+    the green cluster's values file (policyset.sets.policy_set_source)."""
+    plain = simulate(str(CASE), "--policies", str(HERE / "pooled"))
+    assert plain.returncode == 0 and "  bound ml/train-worker-0 -> n1" in plain.stdout.splitlines(), plain.stderr
+    green = simulate(str(CASE), "--policies", str(HERE / "pooled"), "--values", str(HERE / "clusters" / "green-values.yaml"))
+    assert green.returncode == 0, green.stdout + green.stderr
+    assert "  bound ml/train-worker-0 -> n2" in green.stdout.splitlines()
+    assert "node n1 is not in the green pool" in green.stdout
