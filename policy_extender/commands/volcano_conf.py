@@ -287,6 +287,13 @@ def _merge_configmap(text: str, root, plugin: dict, replace: bool, where: str) -
                         "volcano-scheduler-configmap or the conf file itself")
     inner = _merge_conf(conf_node.value, _compose(conf_node.value, f"{where} data.{CONF_KEY}"),
                         plugin, replace, f"{where} data.{CONF_KEY}")
+    return _spliced(text, data, conf_node, inner)
+
+
+def _spliced(text: str, data: yaml.MappingNode, conf_node: yaml.ScalarNode, inner: Merged) -> Merged:
+    """The ConfigMap ``text`` with its conf (``conf_node`` under ``data``) replaced by ``inner``'s,
+    every other byte kept; re-serialised, with a note saying so, when the splice would not read
+    back as the same ConfigMap."""
     key_node = next(k for k, v in data.value if v is conf_node)
     spliced = text[:conf_node.start_mark.index] + _literal_block(inner.text, key_node.start_mark.column + 2) \
         + text[conf_node.end_mark.index:]
@@ -484,15 +491,7 @@ def final_victims(text: str, where: str = "CONF") -> Merged:
         if not isinstance(conf_node, yaml.ScalarNode):
             raise ConfError(f"{_at(where, root)}: a ConfigMap without data.{CONF_KEY}")
         inner = final_victims(conf_node.value, f"{where} data.{CONF_KEY}")
-        key_node = next(k for k, v in data.value if v is conf_node)
-        spliced = text[:conf_node.start_mark.index] + _literal_block(inner.text, key_node.start_mark.column + 2) \
-            + text[conf_node.end_mark.index:]
-        expected = yaml.safe_load(text)
-        expected["data"][CONF_KEY] = inner.text
-        if _loads(spliced) == expected:
-            return Merged(spliced, inner.notes)
-        return Merged(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
-                      inner.notes + ["the ConfigMap was re-serialised: its comments and layout are not kept"])
+        return _spliced(text, data, conf_node, inner)
     tiers_node = _key(root, "tiers") if isinstance(root, yaml.MappingNode) else None
     if not isinstance(tiers_node, yaml.SequenceNode):
         raise ConfError(f"{_at(where, root)}: not a Volcano scheduler conf (no tiers: list)")

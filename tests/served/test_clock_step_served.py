@@ -5,35 +5,18 @@ predicates decide with it, none answers as if no session were open."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from tests.session.wall_clock import step, stepped_clock_env
-from tests.support.bodies import SAMPLES
 from tests.support.policies import write_policies
+from tests.support.session_gate import POLICIES, gate_answers, open_body
 from tests.support.volcano import Server, VolcanoClient
 
-JOB = "ml/job-002-8379799c-38b5-481a-ad2d-f76627ecc4bd"  # the sample predicate's task's job
-POLICIES = {"session.policy": """\
-filter in-session: session.open
-  reason "no session"
-filter small-gang: task.job.min_available < 5
-  reason "gang too big"
-"""}
-
-
-def open_body(min_available: int) -> bytes:
-    opened = json.loads((SAMPLES / "onSessionOpen.json").read_bytes())
-    opened["Jobs"][JOB]["MinAvailable"] = min_available
-    return json.dumps(opened).encode()
 
 
 def predicates(client: VolcanoClient, times: int = 24) -> set[tuple[int, str]]:
-    data = (SAMPLES / "predicate.json").read_bytes()
-    answers = client.parallel_map(lambda _: client.raw("predicate", data, fresh=True), range(times))
-    return {(status, json.loads(answer).get("status", "").rsplit(": ", 1)[-1] if status == 200 else "")
-            for status, answer in answers}
+    return set(gate_answers(client, times))
 
 
 @pytest.mark.parametrize("store", ["default", "path"])

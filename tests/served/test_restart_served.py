@@ -7,7 +7,6 @@ across the restart; tests/served/test_store_outages.py and the store tests cover
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,34 +15,18 @@ import time
 from pathlib import Path
 
 
-from tests.support.bodies import SAMPLES
 from tests.support.policies import write_policies
+from tests.support.session_gate import POLICIES, gate_answers, open_body
 from tests.support.volcano import REPO, VolcanoClient, free_port
 
-JOB = "ml/job-002-8379799c-38b5-481a-ad2d-f76627ecc4bd"  # the sample predicate's task's job
-POLICIES = {"session.policy": """\
-filter in-session: session.open
-  reason "no session"
-filter small-gang: task.job.min_available < 5
-  reason "gang too big"
-"""}
-
-
-def open_body(min_available: int) -> bytes:
-    opened = json.loads((SAMPLES / "onSessionOpen.json").read_bytes())
-    opened["Jobs"][JOB]["MinAvailable"] = min_available
-    return json.dumps(opened).encode()
 
 
 def predicates(port: int, times: int = 24) -> set[tuple[int, str]]:
     client = VolcanoClient(port, timeout=10)
-    data = (SAMPLES / "predicate.json").read_bytes()
     try:
-        answers = client.parallel_map(lambda _: client.raw("predicate", data, fresh=True), range(times))
+        return set(gate_answers(client, times))
     finally:
         client.close()
-    return {(status, json.loads(answer).get("status", "").rsplit(": ", 1)[-1] if status == 200 else "")
-            for status, answer in answers}
 
 
 def serve(command: list[str], cwd: Path, log: Path) -> subprocess.Popen:

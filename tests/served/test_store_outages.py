@@ -17,15 +17,9 @@ import pytest
 
 from tests.support.bodies import SAMPLES
 from tests.support.policies import write_policies
+from tests.support.session_gate import POLICIES, open_doc
 from tests.support.volcano import RedisServer, Server, VolcanoClient
 
-JOB = "ml/job-002-8379799c-38b5-481a-ad2d-f76627ecc4bd"  # the sample predicate's task's job
-POLICIES = {"session.policy": """\
-filter in-session: session.open
-  reason "no session"
-filter small-gang: task.job.min_available < 5
-  reason "gang too big"
-"""}
 
 
 def body(verb: str) -> dict:
@@ -33,9 +27,7 @@ def body(verb: str) -> dict:
 
 
 def open_body(min_available: int) -> dict:
-    opened = body("onSessionOpen")
-    opened["Jobs"][JOB]["MinAvailable"] = min_available
-    return opened
+    return open_doc(min_available)
 
 
 def predicates(port: int, times: int = 48) -> list[tuple[int, str]]:
