@@ -1,4 +1,4 @@
-//go:build !volcano_v1_10
+//go:build !volcano_v1_10 && !volcano_v1_12
 
 package main
 
