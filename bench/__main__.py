@@ -13,7 +13,8 @@ import platform
 import sys
 import time
 
-from bench.scenarios import LOAD_SERVERS, SCENARIOS, Context, service_available
+from bench.runs import LOAD_SERVERS, Context
+from bench.scenarios import SCENARIOS, service_available
 from bench.targets import report
 
 

@@ -183,6 +183,16 @@ def parse_choice(*choices: str) -> Callable[[Any], str]:
     return parse
 
 
+def parse_optional_bind(value: Any) -> str:
+    """``parse_bind``, or empty (off)."""
+    return parse_bind(value) if str(value).strip() else ""
+
+
+def _listener(bind: str) -> str:
+    """What tells two bind addresses' connections apart: the port (HOST:PORT), or the path."""
+    return bind if bind.startswith("unix:") else bind.rsplit(":", 1)[1]
+
+
 def parse_store(value: Any) -> str:
     """A setting of a kind store_url.SCHEMES lists, checked there (a malformed Sentinel address
     fails at start, naming what is wrong); session/factory.py opens it through the same registry."""
@@ -218,12 +228,23 @@ def default_workers() -> int:
 class Config:
     bind: str = option("127.0.0.1:8713", "Address to listen on: HOST:PORT or unix:PATH. The default is "
                        "the sidecar URL Volcano's `extender.urlPrefix` points at.", parse_bind)
+    ops_bind: str = option("", "Address of a second port for everything that is not a verb "
+                           "(`/healthz`, `/readyz`, `/status`, `/metrics`, `/why`): HOST:PORT or "
+                           "unix:PATH. Set, the `bind` port answers the verbs alone and this one the "
+                           "rest alone, so a NetworkPolicy can admit the scheduler to the verbs and "
+                           "Prometheus, the kubelet's probes and people to the rest "
+                           "(docs/security.md, \"Ports\"). Empty: both on `bind`.", parse_optional_bind)
     workers: int = option(default_workers, "gunicorn worker processes.", parse_int, factory=True,
                           shown="the machine's CPU count")
     threads: int = option(4, "Threads per worker (gthread workers: each keeps Volcano's keep-alive "
                           "connections; 16 parallel predicate calls need workers x threads >= 16).", parse_int)
     policy_dirs: tuple[str, ...] = option(("policies",), "Directories of `*.policy` files (list, or "
                                           "comma-separated in a flag or environment variable).", parse_list)
+    values_file: str = option("", "The values file of the set (`--values FILE`): the cluster's values "
+                              "of the policies' `param`s, read with the policy directories as one set "
+                              "(its name ends in `values.yaml`; a policy directory holding its own "
+                              "values file as well is an error naming both: docs/configuration.md, "
+                              "\"One set per cluster\"). Empty: only the directories' files.", parse_str)
     verbs: dict[str, str] = option(dict, "URL path of each verb kind, when the scheduler's "
                                    "`extender.<kind>Verb` renames it: `predicate=customFilter,...` or a "
                                    "YAML mapping. Unnamed kinds keep their own name as path.",
@@ -283,7 +304,9 @@ class Config:
                                     "(Volcano's default is 1). An onSessionOpen that takes longer to "
                                     "receive and store is logged at WARNING and counted "
                                     "(`policy_extender_session_open_late_total`): Volcano gave up on "
-                                    "it (0: never warn).", parse_float)
+                                    "it. A deciding call still evaluating its rules this long after its "
+                                    "first byte stops and answers 500 (E513: Volcano no longer waits, "
+                                    "`extender.ignorable` decides; docs/language.md). 0: neither.", parse_float)
     body_limit: int = option(16 * MIB, "Largest request body for any verb without its own limit "
                              "(bytes, or 16MiB, 1GB ...). A larger body is answered 413.", parse_size)
     body_limits: dict[str, int] = option(lambda: dict(DEFAULT_BODY_LIMITS), "Per-verb body limits: "
@@ -298,11 +321,19 @@ class Config:
                                  "connection); a slower client is answered 408 and disconnected. "
                                  "Until a request is whole, the worker's event loop receives it and "
                                  "no thread waits for it, so clients that send slowly cannot hold the "
-                                 "threads that answer Volcano (a body over 1 MiB goes to a thread "
-                                 "once its first 64 KiB arrived, under the same deadline). 0: no deadline for a "
-                                 "body a thread receives; the event loop still closes a request not "
-                                 "whole after 120 s.",
+                                 "threads that answer Volcano, however large the body (`body_memory` "
+                                 "bounds what the bodies arriving hold). 0: the event loop closes a "
+                                 "request not whole after 120 s.",
                                  parse_float)
+    body_memory: int = option(512 * MIB, "Bytes of requests a worker holds while they arrive (> 0): "
+                              "every request is received whole by the worker's event loop before a "
+                              "thread takes it, and the bytes received so far of those not yet whole "
+                              "count here. Beyond it the one that made no progress longest is closed "
+                              "(503), so clients that send part of a large body and stall cost memory "
+                              "up to this bound, never a thread; a body larger than this is refused "
+                              "(413). Keep it at least the largest onSessionOpen the scheduler sends, "
+                              "and workers x (this + ~150 MiB) under the pod's memory limit "
+                              "(docs/reliability.md, \"Slow and stalled clients\").", parse_size)
     log_level: str = option("info", "debug, info, warning or error.",
                             parse_choice("debug", "info", "warning", "error"))
     log_format: str = option("text", "text or json (one JSON object per line).", parse_choice("text", "json"))
@@ -354,6 +385,12 @@ class Config:
                          "background; false: nothing is recorded.", parse_bool)
     tally_cycles: int = option(3, "Closed cycles whose tally the session store keeps, besides the "
                                "open one (the oldest beyond it is dropped).", parse_int)
+    rules_not_called_cycles: int = option(3, "Closed Volcano cycles after which a rule whose verb Volcano has "
+                                          "not called in any of them is reported (log, `/status` "
+                                          "`rules_not_called`, metric `policy_extender_rules_not_called`): a "
+                                          "`ready` rule without `extender.jobReadyVerb` in the conf decides "
+                                          "nothing. At most `tally_cycles` (it reads the tally); 0: off.",
+                                          parse_int)
     tally_max_entries: int = option(20000, "Cap of tally entries per cycle (one per task, job or "
                                     "queue and answer or rule; about 150 bytes each in the store), "
                                     "in the store and in each worker; entries beyond it are dropped "
@@ -371,6 +408,14 @@ class Config:
             raise ConfigError(f"{given} is set but {missing} is not: HTTPS needs both "
                               f"(--certfile CERT.pem --keyfile KEY.pem), plain HTTP neither")
         self._check_paths_are_distinct()
+        if self.ops_bind and _listener(self.ops_bind) == _listener(self.bind):
+            raise ConfigError(f"ops_bind {self.ops_bind!r} is on the bind address's port ({self.bind!r}): give "
+                              "the ops routes a port of their own (such as 0.0.0.0:8714), or leave "
+                              "ops_bind empty to serve them on bind")
+        if self.values_file and not self.values_file.endswith("values.yaml"):
+            raise ConfigError(f"values_file {self.values_file}: a values file's name ends in values.yaml "
+                              "(dev-values.yaml, prod-values.yaml), which is how a file of a set is known "
+                              "as its values; rename it")
 
     def verb_paths(self) -> dict[str, str]:
         """URL path (with ``path_prefix``) -> Volcano verb kind (kube-scheduler's:

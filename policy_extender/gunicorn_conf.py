@@ -6,7 +6,7 @@ at once. ``sync`` workers answer ``Connection: close`` to every request, so each
 TCP connection (and the Go client's pool churns); gthread workers keep the connections and park
 idle ones in a poller, costing no thread.
 
-Measured with ``python -m bench.loadcheck`` (16 keep-alive Python clients on the same
+Measured with ``python -m bench.served.loadcheck`` (16 keep-alive Python clients on the same
 2-core machine, the 25 KB sample predicate body, 2 workers, sample policies): sync 657 req/s,
 gthread x4 460-1031 req/s, gthread x8 663 req/s (the machine was shared, so runs vary by 2x).
 Throughput is the same within noise, because the GIL lets one thread of a worker run at a time
@@ -48,7 +48,7 @@ LOGGER_CLASS = "policy_extender.web.gunicorn_logger.ServiceLogger"
 def settings(config: Config) -> dict[str, Any]:
     """gunicorn's settings (``cfg.set`` names) for ``config``."""
     return {
-        "bind": [config.bind],
+        "bind": [config.bind, *([config.ops_bind] if config.ops_bind else [])],  # web/ports.py splits them
         "workers": config.workers,
         "threads": config.threads,
         "worker_class": WORKER_CLASS,

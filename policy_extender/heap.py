@@ -6,7 +6,7 @@ its threshold is *dynamic*: freeing such a block raises the threshold to the blo
 freed, the next ones come from the heap: from the arena of whichever gthread thread read them,
 and glibc keeps a freed arena chunk for reuse instead of giving it back. With 4 threads per
 worker (each with its own arena), every thread ends up holding its own copy of the largest bodies
-it has read: measured with ``python -m bench.memory`` (whole cycles of 50 nodes x 20 pods, a
+it has read: measured with ``python -m bench.memory.served`` (whole cycles of 50 nodes x 20 pods, a
 policy swap every second), each worker grew from 40 to 130 MiB in steps of one snapshot buffer.
 
 ``bound_large_allocations()`` sets ``M_MMAP_THRESHOLD`` once per process (it also switches the
@@ -19,7 +19,7 @@ this does nothing and says so.
 ``bound_arenas()`` caps the number of malloc arenas of a process at ``ARENA_MAX`` (glibc's default
 is 8 per core): each gthread thread otherwise gets an arena of its own, and what it frees stays
 there for that thread, so a worker's small allocations spread over 5 heaps that each keep their
-freed chunks. Measured side by side (``python -m bench.memory --minutes 10``, two servers at
+freed chunks. Measured side by side (``python -m bench.memory.served --minutes 10``, two servers at
 once): with ``MALLOC_ARENA_MAX=2`` the pod grew +0.04 MiB/min over minutes 5-10 (148.0 to 148.1
 MiB) against +0.12 (152.1 to 152.7) with glibc's default. The GIL keeps the threads from
 allocating at the same moment most of the time, so they rarely wait on an arena's lock. An
@@ -49,7 +49,7 @@ def _libc():
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.mallopt  # noqa: B018 - glibc only
-        libc.gnu_get_libc_version  # noqa: B018
+        libc.gnu_get_libc_version  # noqa: B018 - glibc only: probes that it is glibc
     except (OSError, AttributeError):
         return None
     libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)

@@ -48,6 +48,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, MutableMapping
 
+from policy_extender import process
+
 log = logging.getLogger("policy_extender.instance")
 
 RUNTIME_PREFIX = "policy-extender-"
@@ -124,7 +126,7 @@ class OwnerLock:
             os.close(fd)
             raise
         previous = OwnerRecord.parse(_read_fd(fd))
-        if previous is not None and previous.pid != os.getpid():
+        if previous is not None and previous.pid != process.pid:
             log.info("%s: taking over from an owner that is gone (%s)", guarded, previous.describe())
         _write_fd(fd, OwnerRecord.of_this_process().text())
         self._fd = fd
@@ -251,7 +253,7 @@ class Instance:
 
     runtime_dir: str
     config: Any
-    pid: int = field(default_factory=os.getpid)
+    pid: int = field(default_factory=lambda: process.pid)
     locks: list[OwnerLock] = field(default_factory=list)
     metrics_dir: str | None = None
 
@@ -263,7 +265,7 @@ class Instance:
         """Remove the runtime directory and drop the owner locks. Only the master that made them
         does anything: a forked worker that unwinds through the same code leaves them alone."""
         global _process_runtime
-        if os.getpid() != self.pid:
+        if self.pid != process.pid:
             return
         with _process_lock:
             if _process_runtime is self:  # default_path() makes a new directory if asked again

@@ -85,6 +85,8 @@ class Metrics:
     audit_decisions: Any
     tally_flush_failures: Any
     body_maps: Any
+    connections_closed: Any
+    rules_not_called: Any = None
     children: dict = field(default_factory=dict)
 
 
@@ -134,12 +136,21 @@ def build() -> Metrics:
         audit_decisions=Counter(PREFIX + "audit_decisions",
                                 "Would-be decisions of audit (shadow) rules, by rule and outcome; they change no answer.",
                                 ("rule", "outcome"), registry=registry),
+        rules_not_called=Gauge(PREFIX + "rules_not_called",
+                               "Rules of the set whose verb Volcano has not called in the last rules_not_called_cycles "
+                               "cycles (its conf may not register the verb), by verb; set at each onSessionOpen.",
+                               ("verb",), registry=registry, multiprocess_mode="livemostrecent"),
         tally_flush_failures=Counter(PREFIX + "tally_flush_failures",
                                      "Flushes of a worker's decision tally that the session store did not take (that tally is lost).",
                                      registry=registry),
         body_maps=Counter(PREFIX + "body_maps", "Request bodies of 32 MiB and more, by the memory they were received "
                           "into: new (mapped for the body) or kept (an earlier body's, keep_body_maps).",
                           ("source",), registry=registry),
+        connections_closed=Counter(PREFIX + "connections_closed",
+                                   "Connections a worker closed (answered 503) before their request arrived whole, "
+                                   "by the bound they were closed to keep: memory (body_memory: the slowest "
+                                   "first) or connections (worker_connections: the oldest first).",
+                                   ("bound",), registry=registry),
     )
 
 
@@ -332,7 +343,7 @@ def note_request(verb: str, status_code: int, seconds: float, body_bytes: int,
     if status_code != 200:
         rule = outcome = ""
     pending = _pending
-    if pending.flusher_pid is not process.pid:  # another int object only after a fork
+    if pending.flusher_pid != process.pid:  # a forked child: its flusher is not running
         start_flusher()
     calls = pending.calls
     calls.extend((verb, status_code, seconds, body_bytes, rule, outcome))  # one atomic extend
@@ -379,6 +390,13 @@ def note_audits(audits) -> None:
             if a.outcome != "skip":
                 k = (a.rule, a.outcome)
                 pending.audits[k] = pending.audits.get(k, 0) + 1
+
+
+def set_rules_not_called(counts: dict[str, int], verbs) -> None:
+    """The rules each of ``verbs`` (those serving the set's rules) leaves uncalled: 0 for the others."""
+    gauge = metrics().rules_not_called
+    for verb in verbs:
+        gauge.labels(verb=verb).set(counts.get(verb, 0))
 
 
 def note_tally_failure() -> None:
@@ -460,6 +478,12 @@ def count_session(event: str) -> None:
 def count_body_map(source: str) -> None:
     """A body of 32 MiB and more received into ``new`` memory or a ``kept`` map (``web.socket_body``)."""
     _child(metrics().body_maps, source).inc()
+
+
+def count_connection_closed(bound: str) -> None:
+    """A connection closed by a worker's event loop to keep ``memory`` (``body_memory``) or
+    ``connections`` (``worker_connections``) bounded (``web.worker``)."""
+    _child(metrics().connections_closed, bound).inc()
 
 
 def count_late_open() -> None:

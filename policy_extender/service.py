@@ -21,15 +21,19 @@ import msgspec
 from policy_extender import metrics
 from policy_extender.config import Config
 from policy_extender.decide.kube_table import KUBE_VERBS
+from policy_extender.decide.session_gaps import SessionGaps
 from policy_extender.decide.table import VERBS
 from policy_extender.decide.tallying import DecisionTally
+from policy_extender.decide.unserved import UnservedWatch
 from policy_extender.instance import LAST_GOOD_FILE
 from policy_extender.policyset.reload import PolicyReloader, ReloadStatus
+from policy_extender.policyset.sets import policy_set_source
 from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.factory import open_store
 from policy_extender.session.lost import LOST_FILE, LostMarker
+from policy_extender.session.store import SessionStore
 from policy_extender.wire import decode, node_reuse
 
 log = logging.getLogger("policy_extender.web")
@@ -51,7 +55,7 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
 RequestFinished = Callable[[RequestRecord], None]
 
 
-def open_session_store(config: Config) -> Any:
+def open_session_store(config: Config) -> SessionStore:
     """The shared store named by ``config.session_store`` (sqlite:PATH, redis://... or
     redis+sentinel://...)."""
     return open_store(config.session_store, ttl_seconds=config.session_ttl,
@@ -62,7 +66,7 @@ def open_session_store(config: Config) -> Any:
 class Service:
     """One worker's policies, sessions and callbacks (see the module docstring)."""
 
-    def __init__(self, config: Config, sessions: Any | None = None, runtime_dir: str | None = None) -> None:
+    def __init__(self, config: Config, sessions: SessionStore | None = None, runtime_dir: str | None = None) -> None:
         self.config = config
         self.runtime_dir = runtime_dir
         node_reuse.configure(config.node_reuse_bytes)
@@ -72,7 +76,8 @@ class Service:
         self.body_limits: dict[str, int] = {kind: config.body_limit_for(kind) for kind in self.routes.values()}
         self.policies = PolicyStore()
         self.last_good = LastGoodCopy(_last_good_path(runtime_dir)) if runtime_dir else None
-        self.reloader = PolicyReloader(config.policy_dirs, config.reload_interval,
+        self.reloader = PolicyReloader(policy_set_source(config.policy_dirs, config.values_file).paths(),
+                                       config.reload_interval,
                                        on_change=self._activate, on_restore=self._serve,
                                        on_status=_set_policy_metrics,
                                        fallback=self._last_good_sources if self.last_good else None,
@@ -81,11 +86,13 @@ class Service:
         self.session_cache = _session_cache(self.sessions, runtime_dir)
         self.finished: list[RequestFinished] = []
         #: calls without a session, per cycle (decide/session_gaps.py); None outside a served app
-        self.session_gaps: Any = None
+        self.session_gaps: SessionGaps | None = None
         #: (policy set, env) of the last call with a session (decide.handlers.policy_and_env)
         self.decided_with: tuple[Any, Any] = (None, None)
         self.recorder = _recorder(config, self.policies, self.sessions)  # None unless --record
         self.tally = _tally(config, self.sessions)  # this worker's side of GET /why
+        #: rules whose verb Volcano has not called in the last cycles (decide.unserved)
+        self.unserved = UnservedWatch(min(config.rules_not_called_cycles, config.tally_cycles))
 
     def start(self) -> "Service":
         """Load the policies now (never raises: a bad set leaves /readyz at 503), then watch."""
@@ -132,7 +139,7 @@ class Service:
         return found[1] if found else None
 
 
-def _session_cache(sessions: Any, runtime_dir: str | None) -> Any:
+def _session_cache(sessions: SessionStore, runtime_dir: str | None) -> SessionCache:
     """This worker's cache of the shared session (snapshot bytes -> views, records -> counts);
     under ``serve`` it shares what it learns of a lost session with the instance's other workers
     through the runtime directory (session/lost.py)."""
@@ -149,7 +156,7 @@ def _recorder(config: Config, policies: PolicyStore, sessions: Any) -> Any:
     return recorder_for(config, policies, sessions)
 
 
-def _tally(config: Config, sessions: Any) -> Any:
+def _tally(config: Config, sessions: SessionStore) -> DecisionTally:
     """This worker's decision tally (decide/tallying.py), flushed to ``sessions`` in the background."""
     return DecisionTally(sessions, [*VERBS.values(), *KUBE_VERBS.values()], keep_closed=config.tally_cycles,
                          max_entries=config.tally_max_entries, flush_seconds=config.tally_flush_seconds,

@@ -19,8 +19,8 @@ writes it). Lines are buffered per process and written by the metrics flusher th
 ``metrics.FLUSH_SECONDS`` and at exit.
 
 Off (the default), ``mark`` and ``note`` are calls that return at once and the dispatch checks one
-attribute per call; nothing is timed, collected or written. ``bench.open_breakdown`` and
-``bench.tail`` turn it on in the servers they start.
+attribute per call; nothing is timed, collected or written. ``bench.served.open_breakdown`` and
+``bench.served.tail`` turn it on in the servers they start.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from typing import Any
 
 import orjson
 
+from policy_extender import process
+
 ENV = "POLICY_EXTENDER_TRACE"
 
 _local = threading.local()
@@ -44,7 +46,7 @@ class Tracer:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.pid = os.getpid()
+        self.pid = process.pid
         self.lock = threading.Lock()
         self.lines: list[bytes] = []
         self._gc_started = 0.0
@@ -97,7 +99,7 @@ def from_env() -> Tracer | None:
     if not path:
         return None
     with _tracer_lock:
-        if _tracer is None or _tracer.pid != os.getpid():
+        if _tracer is None or _tracer.pid != process.pid:
             _tracer = Tracer(path)
             gc.callbacks.append(_tracer.gc_callback)
             atexit.register(_tracer.flush)
@@ -120,7 +122,7 @@ def _timed(flush_metrics, tracer: Tracer):
 
 
 def _flush() -> None:
-    if _tracer is not None and _tracer.pid == os.getpid():
+    if _tracer is not None and _tracer.pid == process.pid:
         _tracer.flush()
 
 

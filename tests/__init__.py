@@ -1,8 +1,3 @@
-"""The test suite (a package, so test modules import as tests.<area>.<module>)."""
-
-from pathlib import Path
-
-#: One request body per Volcano verb, as compact JSON, the way Volcano sends them. Kept in the
-#: repository so the suite runs wherever it is checked out; samples/volcano/ holds the same bodies
-#: for users (tests/test_readme_paths.py keeps the two identical).
-SAMPLES = Path(__file__).resolve().parent / "samples"
+"""The test suite (a package, so test modules import as tests.<area>.<module>): a folder per
+package of policy_extender, tests/served for the tests through a real gunicorn, and the helpers
+more than one module uses in tests/support."""

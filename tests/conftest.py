@@ -1,80 +1,29 @@
-"""The guard that keeps the fast loop fast: a test not marked ``slow`` may not start a process
-or open a network socket.
+"""What every test of the suite gets: the fast-loop guard, the slow mark by folder, the app fixtures,
+and a check that a test stops the service threads it started.
 
-``bash scripts/test --fast`` runs ``pytest -m "not slow"``: the tests that need no server, no
-subprocess, no Redis, Prometheus, valgrind or Go. This guard holds in every run, the full one CI
-makes included, so a test that starts a process without the marker fails there too, not only
-in someone's fast loop. What it catches, while a test not marked ``slow`` sets up, runs or tears
-down:
-
-- a process: ``subprocess`` (and so ``os.system``/``os.popen``), ``os.fork``/``forkpty``,
-  ``os.posix_spawn``, ``os.exec*``, ``multiprocessing`` (fork, spawn and forkserver);
-- a socket: ``connect`` or ``bind`` of an ``AF_INET``, ``AF_INET6`` or ``AF_UNIX`` socket.
-
-``socket.socketpair()`` is allowed: it neither connects nor binds, opens no port and starts
-nothing (the tests use it as an in-process stand-in for a client connection).
-
-The checks are Python audit hooks (``sys.addaudithook``), which see the operation whatever
-library makes it, plus ``_posixsubprocess.fork_exec``, which ``multiprocessing``'s spawn and
-forkserver start methods call without an audit event. The hook raises in the offending call
-and the test fails afterwards as well, so code that swallows the exception cannot hide it.
+- The guard (``tests/support/fast_guard.py``): a test not marked ``slow`` may not start a process
+  or open a network socket. ``bash scripts/test --fast`` runs ``pytest -m "not slow"``; the guard
+  holds in every run, the full one CI makes included.
+- Every test under ``tests/served/`` (a real ``policy-extender serve`` under gunicorn) is marked
+  ``slow`` here, by its folder; a test elsewhere that starts a process or opens a socket marks itself.
+- ``make_app``, ``app`` and ``client`` (``tests/support/app.py``): a fresh app per test.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import sys
 
 import _posixsubprocess
 import pytest
 
-#: The audit events that start a process, and the sockets' families that open a network socket.
-PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn",
-                            "os.system", "os.exec"})
-SOCKET_EVENTS = frozenset({"socket.connect", "socket.bind"})
-NETWORK_FAMILIES = frozenset({socket.AF_INET, socket.AF_INET6, socket.AF_UNIX})
+from tests.support.fast_guard import GUARD, mark_slow_by_folder
 
-HOW_TO_MARK = ("mark it @pytest.mark.slow (or the module: pytestmark = pytest.mark.slow); "
-               "`bash scripts/test --fast` leaves slow tests out")
+pytest_plugins = ["tests.support.app"]
 
-
-class FastTestViolation(RuntimeError):
-    """A test not marked slow started a process or opened a socket."""
-
-
-class Guard:
-    """The test being guarded, if any, and what it did that a fast test may not."""
-
-    def __init__(self) -> None:
-        self.test: str | None = None
-        self.violations: list[str] = []
-
-    def check(self, what: str) -> None:
-        if self.test is None:
-            return
-        message = f"{self.test} is not marked slow but {what}: {HOW_TO_MARK}"
-        self.violations.append(message)
-        raise FastTestViolation(message)
-
-    def audit(self, event: str, args: tuple) -> None:
-        if self.test is None:
-            return
-        if event in PROCESS_EVENTS:
-            self.check(f"started a process ({event}{describe(event, args)})")
-        elif event in SOCKET_EVENTS and args[0].family in NETWORK_FAMILIES:
-            verb = event.split(".")[1]
-            self.check(f"opened a network socket ({verb} {args[1]!r})")
-
-
-def describe(event: str, args: tuple) -> str:
-    """The program a process event runs, where the event says it."""
-    if event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.system") and args:
-        return f" {args[0]!r}"
-    return ""
-
-
-GUARD = Guard()
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_slow_by_folder(items)
 
 
 def pytest_configure(config: pytest.Config) -> None:

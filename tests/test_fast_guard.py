@@ -1,4 +1,4 @@
-"""The guard of tests/conftest.py: a test not marked slow that starts a process or opens a
+"""The guard of tests/conftest.py (tests/support/fast_guard.py): a test not marked slow that starts a process or opens a
 network socket is stopped, with a message naming what it did and how to mark it."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import multiprocessing
 import os
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import GUARD, FastTestViolation
+from tests.support.fast_guard import GUARD, TESTS, FastTestViolation, mark_slow_by_folder
 
 HOW = r"is not marked slow but .*mark it @pytest.mark.slow"
 
@@ -88,3 +89,22 @@ def test_a_slow_test_may_start_processes_and_open_sockets():
     assert subprocess.run(["true"]).returncode == 0
     with socket.socket(socket.AF_INET) as sock:
         sock.bind(("127.0.0.1", 0))
+
+
+def test_the_collection_hook_marks_slow_every_test_of_tests_served_and_no_other():
+    class Item:
+        def __init__(self, path: Path) -> None:
+            self.path, self.marks = path, list[str]()
+
+        def add_marker(self, mark) -> None:
+            self.marks.append(mark.name)
+
+    served, web = Item(TESTS / "served" / "test_e2e.py"), Item(TESTS / "web" / "test_verbs.py")
+    mark_slow_by_folder([served, web])
+    assert served.marks == ["slow"] and web.marks == []
+
+
+def test_no_test_of_tests_served_marks_itself_slow():
+    folder = Path(__file__).resolve().parent / "served"
+    marked = [p.name for p in folder.glob("test_*.py") if "mark.slow" in p.read_text(encoding="utf-8")]
+    assert len(list(folder.glob("test_*.py"))) > 10 and not marked, marked

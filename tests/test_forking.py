@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from tests.forking import in_forked_child
+from tests.support.forking import in_forked_child
 
 pytestmark = pytest.mark.slow
 

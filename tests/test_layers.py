@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.imports import cycles
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "policy_extender"
 
@@ -80,7 +82,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("record",),
     ("service",),
     ("web", "gunicorn_conf", "fixture_runner"),
-    ("replay",),
+    ("replay", "lsp"),
     ("commands", "cli", "__main__"),
 ]
 #: Imports that would be allowed by layer but that the design rules out.
@@ -198,41 +200,6 @@ def _absolute(path: Path, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import cycles of ``graph``: its strongly connected parts of more than one module
-    (Tarjan's algorithm), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        for target in sorted(graph.get(module, ())):
-            if target not in graph:
-                continue
-            if target not in index:
-                visit(target)
-                low[module] = min(low[module], low[target])
-            elif target in stack:
-                low[module] = min(low[module], index[target])
-        if low[module] == index[module]:
-            part: list[str] = []
-            while True:
-                top = stack.pop()
-                part.append(top)
-                if top == module:
-                    break
-            if len(part) > 1:
-                found.append(sorted(part))
-
-    for module in sorted(graph):
-        if module not in index:
-            visit(module)
-    return found
-
-
 def test_no_module_imports_itself_through_others():
     found = cycles(import_graph())
     assert not found, f"import cycles (a module's import, even inside a function, reaches itself again): {found}"
@@ -307,3 +274,41 @@ def test_a_public_class_name_has_one_meaning_across_the_package():
     twice = {name: where for name, where in public_classes().items() if len(where) > 1}
     assert not twice, (f"public classes defined more than once: {twice}; name each for what it is "
                        "(a reader meeting the name should not have to ask which one)")
+
+
+#: The most lines a Python file of the tree may have: past it a module holds more than one idea
+#: (split it the way lang/checker.py gave its hints and params their own modules).
+MOST_LINES = 700
+
+
+def test_no_python_file_is_over_the_line_limit():
+    files = [*modules(), *(ROOT / "bench").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
+    assert len(files) > 300  # the walk found the tree
+    long = {str(path.relative_to(ROOT)): n for path in files
+            if (n := path.read_text(encoding="utf-8").count("\n")) > MOST_LINES}
+    assert not long, f"files over {MOST_LINES} lines: {long}; split each into modules of one idea"
+
+
+def suppressions(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of each ``type: ignore`` or ``noqa`` of ``path`` that does not name its code
+    and say why (``# type: ignore[code]  # why``, ``# noqa: CODE  # why`` or ``# noqa: CODE (why)``)."""
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for marker in re.finditer(r"#\s*(type:\s*ignore|noqa)\b(.*)", line):
+            rest = marker.group(2)
+            coded = re.match(r"\[[a-z, -]+\]" if marker.group(1).startswith("type") else r":\s*[A-Z]+[0-9]+", rest)
+            if not coded or not re.search(r"[A-Za-z]{3}", rest[coded.end():]):
+                found.append((number, line.strip()))
+    return found
+
+
+def test_every_suppression_names_its_code_and_says_why():
+    wrong = {str(path.relative_to(ROOT)): found for path in modules() if (found := suppressions(path))}
+    assert not wrong, f"a type: ignore or noqa names its code and says why on its line: {wrong}"
+
+
+def test_the_suppression_reader_wants_a_code_and_a_reason(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("a = 1  # type: ignore\nb = 2  # type: ignore[arg-type]\nc = 3  # type: ignore[arg-type]  # why not\n"
+                      "d = 4  # noqa: F401\ne = 5  # noqa: F401 (re-exported)\n")
+    assert [n for n, _ in suppressions(module)] == [1, 2, 4]

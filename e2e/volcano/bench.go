@@ -185,6 +185,9 @@ func RunBenchCycle(w io.Writer, repo, size, url string) error {
 	}
 	objs := BenchCluster(list[0].nodes, list[0].pods)
 	confFile := filepath.Join(repo, "docker/k8s/sidecar/volcano-scheduler.conf")
+	if benchConf != "" { // -bench-conf: the derived-conf benchmark (benchderived.go)
+		confFile = benchConf
+	}
 	result := &cycleResult{}
 	if url == "marshal" {
 		result.MarshalTime, result.MarshalBytes, err = measureMarshal(objs, confFile)

@@ -1,12 +1,12 @@
 package main
 
-// A scenario run and its comparison with the expected outcome.
+// A scenario run: what Volcano did, for policy-extender to compare (outcome.go's JSON).
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 	"volcano.sh/volcano/pkg/scheduler/conf"
 
@@ -20,27 +20,18 @@ type Result struct {
 	Outcome  *Outcome
 	Calls    map[string]int
 	Failed   map[string]int
-	Problems []string
 	Err      error
+	// WhyText is what `why` printed per name of expect.why; Victims the proxy's victim calls;
+	// Tiers the conf's victim switches; ServiceLog the service's log (-json mode).
+	WhyText    map[string]string
+	Victims    []VictimCall
+	Tiers      [][]PluginSwitches
+	ServiceLog string
+	Decisions  []string
+	VictimWhy  map[string]json.RawMessage
 }
 
-// OK says whether the scenario passed.
-func (r *Result) OK() bool { return r.Err == nil && len(r.Problems) == 0 }
-
-// Format is the report of one scenario: a line, then each problem with expected and actual.
-func (r *Result) Format() string {
-	var b strings.Builder
-	harness.WriteHead(&b, r.OK(), r.Scenario.Name, r.Release, r.Err, r.Problems)
-	if r.Calls != nil {
-		fmt.Fprintf(&b, "      calls: %s\n", harness.FormatCounts(r.Calls))
-		if len(r.Failed) > 0 {
-			fmt.Fprintf(&b, "      failed calls: %s\n", harness.FormatCounts(r.Failed))
-		}
-	}
-	return b.String()
-}
-
-// RunScenario starts the service, runs the cycle and checks the outcome.
+// RunScenario starts the service, runs the cycle and reads what Volcano did.
 func RunScenario(s *Scenario, release, repo string, command []string, work string) *Result {
 	r := &Result{Scenario: s, Release: release}
 	objs, err := s.Cluster.Build()
@@ -69,7 +60,10 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 	if confFile == "" {
 		confFile = "docker/k8s/sidecar/volcano-scheduler.conf"
 	}
-	actions, tiers, configurations, err := LoadConf(filepath.Join(repo, confFile), s.Actions, proxy.URL, s.Extender)
+	if !filepath.IsAbs(confFile) {
+		confFile = filepath.Join(repo, confFile)
+	}
+	actions, tiers, configurations, err := LoadConf(confFile, s.Actions, proxy.URL, s.Extender)
 	if err != nil {
 		r.Err = err
 		return r
@@ -86,70 +80,18 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 		r.Err = err
 		return r
 	}
-	r.Calls, r.Failed = proxy.Calls(), proxy.Failures()
-	want := s.Expect.For(release)
-	r.check(want)
-	r.checkWhy(want.Why, svc, command)
-	if !r.OK() {
-		r.Problems = append(r.Problems, "service log:\n"+indent(svc.Log()))
-	}
+	r.Tiers = switchesOf(tiers)
+	r.Calls, r.Failed, r.Victims = proxy.Calls(), proxy.Failures(), proxy.VictimCalls()
+	r.askWhy(s.Expect.For(release).Why, svc, command)
+	r.Decisions = decisionLines(svc.URL)
+	r.VictimWhy = victimWhy(svc.URL, r.Victims)
+	r.ServiceLog = svc.Log()
 	return r
 }
 
-func (r *Result) problem(format string, args ...any) {
-	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
-}
-
-func (r *Result) check(want Expect) {
-	got := r.Outcome
-	switch {
-	case want.Panic == "" && got.Panic != "":
-		r.problem("Volcano panicked (the scheduler would crash): %s", got.Panic)
-	case want.Panic != "" && !strings.Contains(got.Panic, want.Panic):
-		r.problem("Volcano's panic: expected one containing %q, actual %q", want.Panic, got.Panic)
-	}
-	if d := diffMaps(want.Binds, got.Binds); d != "" {
-		r.problem("binds differ:\n%s", d)
-	}
-	wantEvict, gotEvict := sortedCopy(want.Evictions), sortedCopy(got.Evictions)
-	if strings.Join(wantEvict, ",") != strings.Join(gotEvict, ",") {
-		r.problem("evictions differ:\n  expected %v\n  actual   %v", wantEvict, gotEvict)
-	}
-	for pod, node := range want.Pipelined {
-		// "" expects the pod not pipelined, "*" pipelined on any node
-		if actual := got.Pipelined[pod]; actual != node && !(node == "*" && actual != "") {
-			r.problem("pipelined %s: expected on %q, actual %q (all pipelined: %v)", pod, node, got.Pipelined[pod], got.Pipelined)
-		}
-	}
-	for job, phase := range want.Phases {
-		if got.Phases[job] != phase {
-			r.problem("PodGroup phase of %s: expected %s, actual %q", job, phase, got.Phases[job])
-		}
-	}
-	for verb, spec := range want.Calls {
-		n := r.Calls[verb]
-		if spec.Min != nil && n < *spec.Min || spec.Max != nil && n > *spec.Max {
-			r.problem("Volcano called %s %d times: expected %s", verb, n, spec)
-		}
-	}
-}
-
-func (c CallSpec) String() string {
-	switch {
-	case c.Min != nil && c.Max != nil && *c.Min == *c.Max:
-		return fmt.Sprintf("exactly %d", *c.Min)
-	case c.Min != nil && c.Max != nil:
-		return fmt.Sprintf("%d to %d", *c.Min, *c.Max)
-	case c.Min != nil:
-		return fmt.Sprintf("at least %d", *c.Min)
-	case c.Max != nil:
-		return fmt.Sprintf("at most %d", *c.Max)
-	}
-	return "any number"
-}
-
-// checkWhy asks `policy-extender why` about each named object; its text must hold each line.
-func (r *Result) checkWhy(want map[string][]string, svc *harness.Service, command []string) {
+// askWhy asks `policy-extender why` about each object the case names (policy-extender checks
+// the lines it must hold).
+func (r *Result) askWhy(want map[string][]string, svc *harness.Service, command []string) {
 	if len(want) == 0 {
 		return
 	}
@@ -159,47 +101,18 @@ func (r *Result) checkWhy(want map[string][]string, svc *harness.Service, comman
 	}
 	sort.Strings(names)
 	time.Sleep(200 * time.Millisecond) // the tally is flushed every 50 ms (--tally-flush-seconds)
+	r.WhyText = map[string]string{}
 	for _, name := range names {
 		text, err := svc.Why(command, name)
-		for _, line := range want[name] {
-			if !strings.Contains(text, line) {
-				r.problem("why %s: expected a line containing %q; it said (%v):\n%s", name, line, err, indent(text))
-			}
+		if err != nil {
+			text += fmt.Sprintf("\n(policy-extender why: %v)", err)
 		}
+		r.WhyText[name] = text
 	}
-}
-
-func diffMaps(want, got map[string]string) string {
-	keys := map[string]bool{}
-	for k := range want {
-		keys[k] = true
-	}
-	for k := range got {
-		keys[k] = true
-	}
-	var lines []string
-	for k := range keys {
-		w, inWant := want[k]
-		g, inGot := got[k]
-		switch {
-		case !inWant:
-			lines = append(lines, fmt.Sprintf("  %s: expected no bind, actual -> %s", k, g))
-		case !inGot:
-			lines = append(lines, fmt.Sprintf("  %s: expected -> %s, actual not bound", k, w))
-		case w != g && w != "*":
-			lines = append(lines, fmt.Sprintf("  %s: expected -> %s, actual -> %s", k, w, g))
-		}
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
 }
 
 func sortedCopy(in []string) []string {
 	out := append([]string{}, in...)
 	sort.Strings(out)
 	return out
-}
-
-func indent(text string) string {
-	return "  | " + strings.ReplaceAll(strings.TrimRight(text, "\n"), "\n", "\n  | ")
 }

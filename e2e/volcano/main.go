@@ -1,10 +1,14 @@
-// Command e2e-volcano runs Volcano's own scheduler code against a real policy-extender: every
-// scenario of scenarios/ is one whole scheduling cycle (Volcano's conf loader, OpenSession with
-// the extender plugin, the real actions and plugins, CloseSession) against `policy-extender
-// serve` on loopback. Built once per Volcano release by scripts/e2e-volcano.
+// Command e2e-volcano runs Volcano's own scheduler code against a real policy-extender: each
+// scenario (an outcome case, written by `policy-extender test` into -scenarios) is one whole
+// scheduling cycle (Volcano's conf loader, OpenSession with the extender plugin, the real actions
+// and plugins, CloseSession) against `policy-extender serve` on loopback, reported as one JSON
+// object: what Volcano did. policy-extender compares it with the case (one format, one loader,
+// one comparison: policy_extender/fixture_runner). Built once per Volcano release
+// (scripts/build-engine, or policy-extender into the user's cache).
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -17,8 +21,8 @@ import (
 
 func main() {
 	var f harness.Flags
-	f.Define("e2e-volcano", "Volcano", "e2e/volcano/scenarios",
-		"the policy-extender repository (its shipped scheduler conf)", "print every scenario and Volcano's calls per verb")
+	f.Define("e2e-volcano", "Volcano", "e2e/volcano/.build/scenarios",
+		"the policy-extender repository (its shipped scheduler conf)", "(unused: every result is printed)")
 	bench := flag.String("bench", "", "run the cost benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
 	rounds := flag.Int("rounds", 5, "benchmark: cycles timed per variant and size")
 	one := flag.String("one", "", "run only this scenario, in this process (the parent runs each scenario so)")
@@ -26,6 +30,9 @@ func main() {
 	bind := flag.String("bind", "127.0.0.1:0", "benchmark (internal): the address of -serve-extender")
 	benchCycle := flag.String("bench-cycle", "", "benchmark (internal): run one cycle against this extender URL (none: without), or marshal")
 	benchSize := flag.String("bench-size", "", "benchmark (internal): NODESxPODS of -bench-cycle")
+	flag.Bool("json", true, "report each scenario's actual outcome as one JSON object per line (the only mode: policy-extender test compares)")
+	benchDerived := flag.String("bench-derived", "", "run the derived-conf benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
+	flag.StringVar(&benchConf, "bench-conf", "", "benchmark (internal): the scheduler conf of -bench-cycle (default: the shipped one)")
 	flag.Parse()
 	if *serveExtender != "" {
 		if err := ServeExtender(*serveExtender, *bind); err != nil {
@@ -58,6 +65,12 @@ func main() {
 	}
 	defer cleanup()
 	command := f.Command()
+	if *benchDerived != "" {
+		if err := RunDerivedBench(report, f.Release, f.Repo, command, f.Work, *benchDerived, *rounds); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if *bench != "" {
 		if err := RunBench(report, f.Release, f.Repo, command, f.Work, *bench, *rounds); err != nil {
 			fatal(err)
@@ -73,43 +86,22 @@ func main() {
 		for _, s := range all {
 			if s.Name == *one {
 				result := RunScenario(s, f.Release, f.Repo, command, filepath.Join(f.Work, s.Name))
-				fmt.Fprint(report, result.Format())
-				if !result.OK() {
-					os.Exit(1)
-				}
+				line, _ := json.Marshal(result.JSON())
+				fmt.Fprintln(report, string(line))
 				return
 			}
 		}
 		fatal(fmt.Errorf("no scenario %q", *one))
 	}
-	total, passed, skipped := 0, 0, 0
-	verbs := map[string]int{}
 	for _, s := range all {
 		if filter != nil && !filter.MatchString(s.Name) {
 			continue
 		}
 		if !s.AppliesTo(f.Release) {
-			skipped++
 			continue
 		}
-		total++
 		ok, text := runIsolated(s.Name)
-		if ok {
-			passed++
-		}
-		addCalls(verbs, text)
-		if f.Verbose || !ok {
-			fmt.Fprint(report, text)
-		}
-	}
-	line := fmt.Sprintf("volcano %s: %d scenarios, %d passed", f.Release, total, passed)
-	if skipped > 0 {
-		line += fmt.Sprintf(" (%d not for this release)", skipped)
-	}
-	fmt.Fprintln(report, line)
-	fmt.Fprintf(report, "volcano %s: verbs called: %s\n", f.Release, harness.FormatCounts(verbs))
-	if passed != total {
-		os.Exit(1)
+		fmt.Fprint(report, jsonLine(s.Name, f.Release, ok, text))
 	}
 }
 
@@ -138,21 +130,15 @@ func runIsolated(name string) (bool, string) {
 	return err == nil, text
 }
 
-// addCalls adds the "calls:" line of a scenario's report to the release's counts per verb.
-func addCalls(verbs map[string]int, report string) {
-	for _, line := range strings.Split(report, "\n") {
-		rest, found := strings.CutPrefix(strings.TrimSpace(line), "calls: ")
-		if !found {
-			continue
-		}
-		for _, part := range strings.Split(rest, ", ") {
-			var verb string
-			var n int
-			if _, err := fmt.Sscanf(part, "%s %d", &verb, &n); err == nil {
-				verbs[verb] += n
-			}
-		}
+// jsonLine is a child's JSON line, or one saying how the child failed (a crash of Volcano's
+// code outside the actions, a harness error) when it printed none.
+func jsonLine(name, release string, ok bool, text string) string {
+	text = strings.TrimSpace(text)
+	if strings.HasPrefix(text, "{") {
+		return text + "\n"
 	}
+	line, _ := json.Marshal(JSONResult{Name: name, Release: release, Error: "the harness printed no result: " + text})
+	return string(line) + "\n"
 }
 
 func fatal(err error) {

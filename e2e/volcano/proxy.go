@@ -28,6 +28,7 @@ type Proxy struct {
 	stop     func()
 
 	mu       sync.Mutex
+	victims  []VictimCall // every preemptable and reclaimable exchange, in order
 	calls    map[string]int
 	failures map[string]int // calls answered with anything but a 200 from the service
 	stopped  bool
@@ -83,7 +84,17 @@ func StartProxy(target string, fault *Fault, stop func()) (*Proxy, error) {
 			}
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		forward.ServeHTTP(rec, r)
+		if victimVerb(verb) {
+			call := recordVictims(verb, r)
+			body := &bodyRecorder{statusRecorder: rec}
+			forward.ServeHTTP(body, r)
+			call.answered(rec.status, body.body.Bytes())
+			p.mu.Lock()
+			p.victims = append(p.victims, call)
+			p.mu.Unlock()
+		} else {
+			forward.ServeHTTP(rec, r)
+		}
 		if rec.status != http.StatusOK {
 			p.mu.Lock()
 			p.failures[verb]++
@@ -149,6 +160,13 @@ func (p *Proxy) failStatus(verb string) int {
 		return 0
 	}
 	return p.fault.Fail[verb]
+}
+
+// VictimCalls is every preemptable and reclaimable exchange the service answered, in order.
+func (p *Proxy) VictimCalls() []VictimCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]VictimCall{}, p.victims...)
 }
 
 // Calls is how often each verb was called.

@@ -1,5 +1,5 @@
 """The subcommands of ``policy-extender``: one module per command (HELP, add_arguments, run).
-May import web, replay, fixture_runner, policyset, decide, lang, gunicorn_conf, config, verb_names, instance,
+May import web, replay, lsp, fixture_runner, policyset, decide, lang, gunicorn_conf, config, verb_names, instance,
 logs and errors; only ``cli`` imports them.
 
 Each module defines ``HELP: str`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``
@@ -16,7 +16,7 @@ import os
 import sys
 
 COMMANDS = ["serve", "check", "fmt", "test", "eval", "replay", "configmap", "volcano-conf", "kube-scheduler-conf",
-            "why"]
+            "why", "lsp"]
 
 
 def missing_paths(command: str, paths) -> bool:

@@ -8,6 +8,11 @@ in a stable order, each file a literal block) holding every file of the set, wit
 the same), and the set's version as the annotation ``VERSION_ANNOTATION``: the version serve
 reports (``/status``, ``policy_extender_policy_info``) once the kubelet has the new files.
 
+``--values FILE`` adds the cluster's values file to the set (``policyset.sets``: one policy
+directory, one ConfigMap per cluster: ``configmap gpu-policies --values clusters/prod-values.yaml``);
+it is a key of the ConfigMap under its own name, so serve, given the mounted directory alone, loads
+the very set (and version) that was checked.
+
 ``--check FILE`` prints nothing but differences: exit 0 when FILE holds the same ConfigMap (the
 same objects, whatever the comments or layout), 1 with a summary of what differs (files added,
 removed or changed, name, namespace, version) when it does not: for CI, after the generated file
@@ -36,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default=DEFAULT_NAME, help=f"the ConfigMap's name (default: {DEFAULT_NAME})")
     parser.add_argument("--namespace", metavar="NS", help="the ConfigMap's namespace (default: none, the "
                         "namespace kubectl or the kustomization gives)")
+    parser.add_argument("--values", metavar="FILE",
+                        help="the cluster's values file: DIR and FILE are the set (one ConfigMap per cluster)")
     parser.add_argument("--fixtures", action="store_true",
                         help="hold the *.fixtures.yaml files of DIR too (serve ignores them)")
     parser.add_argument("--check", metavar="FILE",
@@ -51,18 +58,18 @@ def run(args: argparse.Namespace) -> int:
               "of the policy set (the one serve's policy_dirs names)", file=sys.stderr)
         return 2
     try:
-        configmap = build(args.directory, args.name, args.namespace, args.fixtures)
+        configmap = build(args.directory, args.name, args.namespace, args.fixtures, args.values)
     except PolicyError as error:
-        print(f"{error.render()}\npolicy-extender configmap: the policies in {args.directory} do not "
+        print(f"{error.render()}\npolicy-extender configmap: the policies in {_set_words(args)} do not "
               "load, so no ConfigMap was made: fix the errors above (policy-extender check "
-              f"{args.directory} shows them too)", file=sys.stderr)
+              f"{args.directory}{' --values ' + args.values if args.values else ''} shows them too)", file=sys.stderr)
         return 1
     except (ReadError, EmptySet) as error:
         print(f"policy-extender configmap: {error}", file=sys.stderr)
         return 1
     _warn_left_out(args.directory)
     if args.check:
-        return _check(args.check, configmap, args.directory, _command(args))
+        return _check(args.check, configmap, _set_words(args), _command(args))
     sys.stdout.write(render(configmap, _command(args)))
     return 0
 
@@ -71,14 +78,17 @@ class EmptySet(Exception):
     """The directory holds no policy file: serve would refuse the set."""
 
 
+def _set_words(args: argparse.Namespace) -> str:
+    return f"{args.directory} with {args.values}" if args.values else args.directory
+
+
 def build(directory: str, name: str = DEFAULT_NAME, namespace: str | None = None,
-          fixtures: bool = False) -> dict[str, Any]:
-    """The ConfigMap object of ``directory``'s policy set; raises PolicyError when the set does
-    not compile, EmptySet when it holds no policy file, ReadError when it cannot be read."""
-    from policy_extender.policyset import SUFFIXES, compile_sources  # lazy: commands/__init__
-    from policy_extender.policyset.files import read_snapshot
-    snapshot = read_snapshot([directory], SUFFIXES)
-    sources = snapshot.sources()
+          fixtures: bool = False, values: str | None = None) -> dict[str, Any]:
+    """The ConfigMap object of the policy set of ``directory`` with ``values``; raises PolicyError
+    when the set does not compile, EmptySet when it holds no policy file, ReadError when it cannot
+    be read."""
+    from policy_extender.policyset import compile_sources, policy_set_source, read_set  # lazy: commands/__init__
+    sources = read_set(policy_set_source([directory], values))
     if not any(name.endswith(".policy") for name in sources):
         raise EmptySet(f"{directory}: no policy file (*.policy) directly in "
                        "it: serve would refuse an empty set; add the policy files, or name the "
@@ -126,6 +136,8 @@ def _command(args: argparse.Namespace) -> str:
         parts += ["--name", args.name]
     if args.namespace:
         parts += ["--namespace", args.namespace]
+    if args.values:
+        parts += ["--values", args.values]
     if args.fixtures:
         parts.append("--fixtures")
     return " ".join(parts)

@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the scheduler that sent the body (default: kube-scheduler for a body with a "
                              "top-level Pod, else volcano)")
     parser.add_argument("--policies", default="policies", metavar="DIR", help="directory of *.policy files (default: policies)")
+    parser.add_argument("--values", metavar="FILE", help="the values file of the set (the cluster's: "
+                        "policyset.sets), read with the --policies directory")
     parser.add_argument("--session", metavar="FILE", help="an onSessionOpen body to decide within (default: no session)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
 
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _decide(args, verb: str, body: bytes, exchange, kube_decision: str | None) -> int:
     from policy_extender.fixture_runner import kube, outcome  # lazy: commands/__init__
-    policy_set = exchange.compile_files((Path(args.policies),))
+    policy_set = exchange.compile_files((Path(args.policies),), args.values)
     if not policy_set.sources:
         raise OSError(2, f"no *.policy files in {args.policies}", args.policies)
     exchanger = exchange.Exchanger(policy_set)

@@ -28,7 +28,8 @@ resources extended resource names, none managed by two extenders.
 ``extenders:`` list, everything else kept byte for byte, comments included (the entry's lines are
 spliced into the text, as ``volcano-conf`` does; a flow-style ``extenders: [...]`` is
 re-serialised instead, with a note). A config that already has an extender at the same URL is
-refused (exit 2), as is one whose extenders already manage a resource given to this one.
+refused (exit 2) unless ``--replace``, which puts the new entry in its place (comments and the rest
+kept), as is one whose extenders already manage a resource given to this one.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "stdout and notes on stderr, 2 on an error.")
     parser.add_argument("policy_dirs", nargs="*", metavar="POLICY_DIR",
                         help="the policy directories serve will load (default: the serve config's policy_dirs)")
+    parser.add_argument("--values", metavar="FILE",
+                        help="the values file of the set (default: the serve config's values_file)")
     parser.add_argument("--config", metavar="FILE",
                         help="serve's YAML configuration (bind, kube_scheduler_prefix, kube_scheduler_verbs, "
                              "policy_dirs, certfile), read like serve reads it, POLICY_EXTENDER_* variables included")
@@ -119,6 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merge", metavar="FILE",
                         help="print FILE (your KubeSchedulerConfiguration, or - for stdin) with the entry "
                              "appended to its extenders:, everything else kept")
+    parser.add_argument("--replace", action="store_true",
+                        help="with --merge: replace the extender FILE already has at this URL (else: exit 2)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             config = config_module.load({}, config_file=args.config)
         except config_module.ConfigError as error:
             raise KubeSchedulerConfError(f"the serve configuration: {error}") from None
-        kinds = served_rule_kinds(args.policy_dirs or config.policy_dirs)
+        kinds = served_rule_kinds(args.policy_dirs or config.policy_dirs, args.values or config.values_file)
         url, notes = url_prefix(config, args.url)
         entry = extender_entry(url, verbs_for(kinds, config), weight=_int(args.weight, "--weight"),
                                http_timeout=args.http_timeout, ignorable=args.ignorable == "true",
@@ -139,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         if args.merge:
             source = "<stdin>" if args.merge == "-" else args.merge
             text = sys.stdin.read() if args.merge == "-" else _read(args.merge)
-            result = merge(text, entry, where=source)
+            result = merge(text, entry, where=source, replace=args.replace)
             out, notes = result.text, notes + result.notes
         else:
             out = render_entry(entry)
@@ -182,13 +187,13 @@ def _verb_notes(entry: dict) -> list[str]:
 # what the entry says
 
 
-def served_rule_kinds(policy_dirs) -> frozenset[str]:
-    """The kinds of the rules the policy set of ``policy_dirs`` serves kube-scheduler."""
+def served_rule_kinds(policy_dirs, values: str | None = None) -> frozenset[str]:
+    """The kinds of the rules the policy set of ``policy_dirs`` (with ``values``) serves kube-scheduler."""
     from policy_extender.errors import PolicyError  # lazy: commands/__init__
-    from policy_extender.policyset import load_directories
+    from policy_extender.policyset import load_set, policy_set_source
     from policy_extender.policyset.files import ReadError
     try:
-        policy_set = load_directories(list(policy_dirs))
+        policy_set = load_set(policy_set_source(list(policy_dirs), values))
     except ReadError as error:
         raise KubeSchedulerConfError(f"{error}") from None
     except PolicyError as error:
@@ -400,8 +405,9 @@ def _key_node(mapping, name: str):
     return None, None
 
 
-def merge(text: str, entry: dict, where: str = "FILE") -> MergedSchedulerConfig:
-    """``text`` (a KubeSchedulerConfiguration) with ``entry`` appended to its ``extenders:``."""
+def merge(text: str, entry: dict, where: str = "FILE", replace: bool = False) -> MergedSchedulerConfig:
+    """``text`` (a KubeSchedulerConfiguration) with ``entry`` appended to its ``extenders:``; with
+    ``replace``, an extender already at the entry's URL is replaced in place (else refused)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -426,16 +432,24 @@ def merge(text: str, entry: dict, where: str = "FILE") -> MergedSchedulerConfig:
     if extenders is not None and existing is not None and not isinstance(existing, list):
         raise KubeSchedulerConfError(f"{_at(where, extenders)}: extenders: is not a list; it is a list of extender mappings")
     existing = existing or []
-    for index, other in enumerate(existing):
-        if isinstance(other, dict) and str(other.get("urlPrefix", "")).rstrip("/") == entry["urlPrefix"].rstrip("/"):
-            raise KubeSchedulerConfError(f"{_at(where, extenders.value[index])}: this config already has an extender at "
-                            f"{entry['urlPrefix']}: edit that entry by hand, or remove it and run this again")
-    problems = check_extender(entry, f"extenders[{len(existing)}]", others=existing)
+    same = [index for index, other in enumerate(existing) if isinstance(other, dict)
+            and str(other.get("urlPrefix", "")).rstrip("/") == entry["urlPrefix"].rstrip("/")]
+    if same and not replace:
+        raise KubeSchedulerConfError(f"{_at(where, extenders.value[same[0]])}: this config already has an extender at "
+                                     f"{entry['urlPrefix']}: edit that entry by hand, or pass --replace to put this "
+                                     "command's entry in its place")
+    others = [other for index, other in enumerate(existing) if index not in same]
+    problems = check_extender(entry, f"extenders[{same[0] if same else len(existing)}]", others=others)
     if problems:
         raise KubeSchedulerConfError(f"{where}: kube-scheduler would refuse the result: {'; '.join(problems)}")
     expected = dict(data)
-    expected["extenders"] = [*existing, entry]
-    spliced = _splice(text, root, key, extenders, entry)
+    if same:
+        expected["extenders"] = [entry if index == same[0] else other for index, other in enumerate(existing)
+                                 if index == same[0] or index not in same]
+        spliced = _splice_replacing(text, extenders, same, entry)
+    else:
+        expected["extenders"] = [*existing, entry]
+        spliced = _splice(text, root, key, extenders, entry)
     if spliced is not None and _loads(spliced) == expected:
         return MergedSchedulerConfig(spliced, [])
     return MergedSchedulerConfig(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
@@ -472,6 +486,36 @@ def _splice(text: str, root, key, extenders, entry: dict) -> str | None:
     last = _last_line(extenders.value[-1])
     block = _entry_lines(entry, dash, content, comment=True)
     return "".join(lines[:last + 1] + block + lines[last + 1:])
+
+
+def _splice_replacing(text: str, extenders, indexes: list[int], entry: dict) -> str | None:
+    """The text with the items ``indexes`` of the block list ``extenders`` cut out (the comment
+    line this command wrote above one too) and ``entry`` written where the first one was."""
+    if extenders.flow_style:
+        return None
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    first_item = extenders.value[indexes[0]]
+    content = first_item.start_mark.column
+    dash = lines[first_item.start_mark.line].rfind("-", 0, content)
+    if dash < 0:
+        return None
+    cut: set[int] = set()
+    for index in indexes:
+        item = extenders.value[index]
+        start = item.start_mark.line
+        if start > 0 and lines[start - 1].strip().startswith("# added by policy-extender kube-scheduler-conf"):
+            start -= 1
+        cut.update(range(start, _last_line(item) + 1))
+    at = min(cut)
+    out = []
+    for number, line in enumerate(lines):
+        if number == at:
+            out += _entry_lines(entry, dash, content, comment=True)
+        if number not in cut:
+            out.append(line)
+    return "".join(out)
 
 
 def _last_line(node) -> int:

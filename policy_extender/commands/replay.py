@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the candidate policy directory (default: policies)")
     parser.add_argument("--against", metavar="DIR", help="compare with this policy directory "
                         "replayed on the same calls, instead of with the recorded answers")
+    parser.add_argument("--values", metavar="FILE", help="the values file of the sets replayed (the "
+                        "recorded cluster's), read with --policies and --against (policyset.sets)")
     parser.add_argument("--score-threshold", type=float, default=10.0, metavar="N",
                         help="report a node's prioritize score when it moves by N or more (default 10)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -32,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from policy_extender.errors import PolicyError  # lazy: commands/__init__
     try:
         _check_recording(args.recording)
-        candidate = _compile(args.policies, "candidate")
-        current = _compile(args.against, "current") if args.against else None
+        candidate = _compile(args.policies, "candidate", args.values)
+        current = _compile(args.against, "current", args.values) if args.against else None
     except (PolicyError, OSError, ValueError) as error:
         print(f"policy-extender replay: {error}", file=sys.stderr)
         return 2
@@ -48,14 +50,17 @@ def _check_recording(directory: str) -> None:
                          "`policy-extender serve --record DIR`")
 
 
-def _compile(directory: str, role: str):
-    """The policy set of ``directory``; a PolicyError keeps its diagnostics, with context."""
+def _compile(directory: str, role: str, values: str | None = None):
+    """The policy set of ``directory`` with ``values``; a PolicyError keeps its diagnostics, with context."""
     from policy_extender.errors import PolicyError  # lazy: commands/__init__
-    from policy_extender.policyset import load_directories
+    from policy_extender.policyset import load_set, policy_set_source
+    from policy_extender.policyset.files import ReadError
     if not os.path.isdir(directory):
         raise ValueError(f"{directory}: no such {role} policy directory")
     try:
-        return load_directories([directory])
+        return load_set(policy_set_source([directory], values))
+    except ReadError as error:
+        raise ValueError(str(error)) from None
     except PolicyError as error:
         raise ValueError(f"the {role} policies in {directory} do not compile; fix them and "
                          f"replay again:\n{error.render()}") from None
@@ -76,7 +81,8 @@ def _compare(args: argparse.Namespace, candidate, current) -> int:
 
 def _to_fixtures(args: argparse.Namespace, candidate) -> int:
     from policy_extender.replay.to_fixtures import write_fixtures  # lazy: commands/__init__
-    written = write_fixtures(args.recording, candidate, args.policies, args.to_fixtures, args.keyword)
+    written = write_fixtures(args.recording, candidate, args.policies, args.to_fixtures, args.keyword,
+                             args.values)
     for problem in written.problems:
         print(f"problem: {problem}", file=sys.stderr)
     print(f"{written.cases} cases in {len(written.files)} fixture files under {args.to_fixtures}")

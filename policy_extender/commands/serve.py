@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="YAML configuration file (options below "
                         "override it; environment variables POLICY_EXTENDER_<OPTION> too)")
     for option in OPTIONS:
-        parser.add_argument(flag_name(option.name), dest=option.name, default=None,
+        flags = [flag_name(option.name), *(["--values"] if option.name == "values_file" else [])]
+        parser.add_argument(*flags, dest=option.name, default=None,
                             metavar=option.name.upper(), help=option.metadata["help"].replace("%", "%%"))
     parser.add_argument("--check", action="store_true",
                         help="load the configuration and the policies, print them, and exit")
@@ -105,12 +106,19 @@ def _policies_compile(config, announce: bool, last_good=None) -> bool:
     """
     from policy_extender.policyset.reload import PolicyReloader  # lazy: commands/__init__
     save = (lambda ps: last_good.save(ps.version, ps.sources)) if last_good is not None else None
-    status = PolicyReloader(config.policy_dirs, 0, on_change=save, inotify=False,
+    from policy_extender.policyset.files import ReadError
+    from policy_extender.policyset.sets import policy_set_source
+    try:
+        source = policy_set_source(config.policy_dirs, config.values_file)
+    except ReadError as error:
+        print(f"policy-extender serve: {error}", file=sys.stderr)
+        return False
+    status = PolicyReloader(source.paths(), 0, on_change=save, inotify=False,
                             allow_empty=config.allow_empty_policy_set).reload_now()
     if not announce:
         return status.ready
     if status.ready:
-        print(f"policy-extender: policy version {status.version} from {', '.join(config.policy_dirs)}: "
+        print(f"policy-extender: policy version {status.version} from {source.describe()}: "
               f"{', '.join(status.files) or 'no policy files'}", file=sys.stderr)
         return True
     print("policy-extender serve: the policies do not load, serving not ready until they are "

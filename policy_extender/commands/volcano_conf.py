@@ -16,6 +16,13 @@ and formatting are lost, and the command says so on stderr.
 
 A conf that already has an ``extender`` plugin is refused (exit 2) unless ``--replace``, which
 removes every existing one (and a tier left without plugins) before adding the new one.
+
+``--policies DIR`` (repeatable, with ``--values FILE``: the set serve loads, ``policyset.sets``)
+derives the plugin's verbs and managed resources from the set (:func:`derived_extender`, on
+``decide.served``): only the verbs its rules serve (and the session verbs with them), ``jobReady``
+when it has ``ready`` rules, ``managedResources`` when every filter, score and victim rule is
+guarded by a request of an extended resource; a rule kind whose verb ``--omit-verb`` leaves out is
+an error, as is a set that decides nothing for Volcano.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from typing import Any
 
 import yaml
 
-from policy_extender.verb_names.volcano import JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS
+from policy_extender.verb_names.volcano import (
+    JOB_READY, PREEMPTABLE, RECLAIMABLE, VERB_KINDS, VICTIM_PLUGINS, VICTIM_SWITCH,
+)
 
 HELP = ("print your Volcano scheduler conf (file or -, bare or its ConfigMap) with the extender "
         "plugin added and everything else kept, comments included")
@@ -43,7 +52,7 @@ ANCHOR_PLUGINS = ("priority", "conformance")
 
 #: Verbs the shipped confs leave out: with ``ignorable: true`` a failed jobReady call answers
 #: false, so no job is ready while the service is down, and Volcano's gang plugin already checks
-#: readiness (README, "Point Volcano at it"); ``--include-verb jobReady`` adds it for ready rules.
+#: readiness (docs/volcano.md, "Point Volcano at it"); ``--include-verb jobReady`` adds it for ready rules.
 DEFAULT_OMITTED = (JOB_READY,)
 #: The shipped confs' extender.httpTimeout (docs/operations.md, "Choosing extender.httpTimeout").
 DEFAULT_HTTP_TIMEOUT = "1s"
@@ -109,8 +118,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--include-verb", action="append", default=[], choices=DEFAULT_OMITTED,
                         metavar="KIND", help="add a verb the shipped conf leaves out: jobReady, for "
                         "policies with ready rules (while the service is down no job is then ready)")
+    parser.add_argument("--final-victims", action="store_true",
+                        help="make the set's victim rules final: every other plugin's preempt and reclaim victim "
+                             "function is switched off (enablePreemptable: false / enableReclaimable: false on "
+                             "priority, gang, conformance, drf, proportion, capacity, pdb, cdp, tdm), so a pod the "
+                             "policies protect is never evicted by another tier, and an Abstain evicts nothing; "
+                             "the set's rules then carry what those plugins did (lower priority only, gangs, "
+                             "kube-system): docs/testing-policies.md, \"Protection that holds\"")
     parser.add_argument("--replace", action="store_true",
                         help="replace an extender plugin the conf already has (else: exit 2)")
+    parser.add_argument("--policies", action="append", default=[], metavar="DIR",
+                        help="derive the verbs and managedResources from the policy set serve loads from DIR "
+                             "(repeat for several directories): only the verbs its rules serve")
+    parser.add_argument("--values", metavar="FILE", help="with --policies: the set's values file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,17 +144,72 @@ def run(args: argparse.Namespace) -> int:
             raise ConfError(f"--http-timeout {args.http_timeout!r} is not a Go duration; use e.g. 100ms, 1s, 1.5s "
                             "(Volcano silently takes 1s for a value it cannot parse)")
         text = sys.stdin.read() if source == "-" else _read(source)
-        plugin = extender_plugin(args.url_prefix, args.http_timeout, args.ignorable == "true",
-                                 args.managed_resource,
-                                 [*args.omit_verb, *(v for v in DEFAULT_OMITTED if v not in args.include_verb)])
+        omitted = [*args.omit_verb, *(v for v in DEFAULT_OMITTED if v not in args.include_verb)]
+        managed, derived_notes = list(args.managed_resource), list[str]()
+        if args.policies:
+            omitted, managed, derived_notes = derived_extender(_load_set(args.policies, args.values),
+                                                               args.omit_verb, args.managed_resource)
+        plugin = extender_plugin(args.url_prefix, args.http_timeout, args.ignorable == "true", managed, omitted)
         result = merge(text, plugin, replace=args.replace, where="<stdin>" if source == "-" else source)
     except ConfError as error:
         print(f"policy-extender volcano-conf: {error}", file=sys.stderr)
         return 2
-    for note in result.notes:
+    if getattr(args, "final_victims", False):
+        try:
+            final = final_victims(result.text, where="<stdin>" if source == "-" else source)
+        except ConfError as error:
+            print(f"policy-extender volcano-conf: {error}", file=sys.stderr)
+            return 2
+        result = Merged(final.text, result.notes + final.notes)
+    for note in derived_notes + result.notes:
         print(f"policy-extender volcano-conf: note: {note}", file=sys.stderr)
     sys.stdout.write(result.text)
     return 0
+
+
+def _load_set(dirs: list[str], values: str | None):
+    """The policy set serve loads from ``dirs`` with ``values`` (``policyset.sets``)."""
+    from policy_extender.errors import PolicyError  # lazy: commands/__init__
+    from policy_extender.policyset import load_set, policy_set_source
+    from policy_extender.policyset.files import ReadError
+    try:
+        return load_set(policy_set_source(dirs, values))
+    except ReadError as error:
+        raise ConfError(str(error)) from None
+    except PolicyError as error:
+        raise ConfError(f"the policy set does not load (serve would refuse it too):\n{error.render()}") from None
+
+
+def derived_extender(policy_set, omit_verbs=(), managed_resources=()) -> tuple[list[str], list[str], list[str]]:
+    """(verbs to leave out, managedResources, notes) for the extender serving ``policy_set``:
+    the verbs no rule serves are left out (``decide.served``), and ``omit_verbs`` too unless a rule
+    kind needs one (a ConfError: the rules would never be called); ``managed_resources`` given
+    win over the derived ones. Its own function, so other options of the plugin compose with it."""
+    from policy_extender.decide.served import served as served_by  # lazy: commands/__init__
+    served = served_by(policy_set)
+    if not served.kinds_by_verb:
+        raise ConfError("the policy set has no rule for Volcano (filter, score, victim, preemptable, reclaimable, "
+                        "enqueue, overused, ready): the extender would decide nothing; check the --policies "
+                        "directories (or their protocol statements)")
+    for verb in omit_verbs:
+        if verb in served.kinds_by_verb:
+            kinds = " and ".join(sorted(served.kinds_by_verb[verb]))
+            raise ConfError(f"--omit-verb {verb}: the set's {kinds} rules are served by {verb}, so Volcano would "
+                            f"never call them; drop --omit-verb {verb}, or remove those rules")
+    omitted = [v for v in VERB_KINDS if v not in served.verbs or v in omit_verbs]
+    notes = [f"{', '.join(omitted)} left out: no rule of the set is served by "
+             f"{'them' if len(omitted) > 1 else 'it'}"] if omitted else []
+    if JOB_READY in served.verbs:
+        notes.append("jobReady registered for the set's ready rules: while the service is down, ignorable: true "
+                     "answers false there, so no job is ready until it is back")
+    managed = list(managed_resources)
+    if not managed and served.managed:
+        managed = list(served.managed)
+        notes.append(f"managedResources {managed}: every filter, score and victim rule applies only to tasks "
+                     "requesting one of them, so Volcano sends no other task")
+    elif not managed:
+        notes.append(f"managedResources left empty (every task is sent): {served.why_not_managed}")
+    return omitted, managed, notes
 
 
 def _read(path: str) -> str:
@@ -387,3 +462,79 @@ def _plugin_lines(plugin: dict, dash: int, column: int) -> list[str]:
 def _scalar(value: Any) -> str:
     dumped = yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip()
     return dumped.removesuffix("...").strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# --final-victims
+
+
+def final_victims(text: str, where: str = "CONF") -> Merged:
+    """``text`` (a conf or its ConfigMap, with an extender plugin) with every other plugin's victim
+    functions switched off for preempt and reclaim: ``enablePreemptable: false`` and
+    ``enableReclaimable: false`` where the plugin registers one (``VICTIM_PLUGINS``, read from
+    Volcano's plugins at v1.10.0 to v1.15.1; Session.Preemptable and Session.Reclaimable skip a
+    plugin whose switch is false). The extender is then the only plugin with a say: its Permit is
+    the victims, its empty Permit or its Abstain evicts nothing, whatever the tiers. Lines are
+    added or values changed in place (comments kept) unless a plugin is written as a flow mapping;
+    then the conf is re-serialised and a note says so."""
+    root = _compose(text, where)
+    if isinstance(root, yaml.MappingNode) and _key(root, "data") is not None and _key(root, "tiers") is None:
+        data = _key(root, "data")
+        conf_node = _key(data, CONF_KEY) if isinstance(data, yaml.MappingNode) else None
+        if not isinstance(conf_node, yaml.ScalarNode):
+            raise ConfError(f"{_at(where, root)}: a ConfigMap without data.{CONF_KEY}")
+        inner = final_victims(conf_node.value, f"{where} data.{CONF_KEY}")
+        key_node = next(k for k, v in data.value if v is conf_node)
+        spliced = text[:conf_node.start_mark.index] + _literal_block(inner.text, key_node.start_mark.column + 2) \
+            + text[conf_node.end_mark.index:]
+        expected = yaml.safe_load(text)
+        expected["data"][CONF_KEY] = inner.text
+        if _loads(spliced) == expected:
+            return Merged(spliced, inner.notes)
+        return Merged(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
+                      inner.notes + ["the ConfigMap was re-serialised: its comments and layout are not kept"])
+    tiers_node = _key(root, "tiers") if isinstance(root, yaml.MappingNode) else None
+    if not isinstance(tiers_node, yaml.SequenceNode):
+        raise ConfError(f"{_at(where, root)}: not a Volcano scheduler conf (no tiers: list)")
+    expected = _loads(text)
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in text
+    switched: list[str] = []
+    found_extender = False
+    line_starts = [0]
+    for line in text.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+    for t, tier in enumerate(tiers_node.value):
+        plugins = _key(tier, "plugins") if isinstance(tier, yaml.MappingNode) else None
+        for p, entry in enumerate(plugins.value if isinstance(plugins, yaml.SequenceNode) else ()):
+            name_node = _key(entry, "name") if isinstance(entry, yaml.MappingNode) else None
+            name = name_node.value if isinstance(name_node, yaml.ScalarNode) else None
+            if name == PLUGIN:
+                found_extender = True
+                continue
+            for action in VICTIM_PLUGINS.get(name or "", ()):
+                switch = VICTIM_SWITCH[action]
+                expected["tiers"][t]["plugins"][p][switch] = False
+                value = _key(entry, switch)
+                if value is not None:
+                    if value.value != "false":
+                        edits.append((value.start_mark.index, value.end_mark.index, "false"))
+                        switched.append(f"{name} {switch}")
+                    continue
+                name_key = next(k for k, v in entry.value if v is name_node)
+                assert name_node is not None  # a plugin with victim functions has a name
+                after = line_starts[min(name_node.end_mark.line + 1, len(line_starts) - 1)]
+                edits.append((after, after, " " * name_key.start_mark.column + f"{switch}: false\n"))
+                switched.append(f"{name} {switch}")
+    if not found_extender:
+        raise ConfError(f"{_at(where, tiers_node)}: no extender plugin in the tiers: --final-victims makes the "
+                        "extender's victim answers final, so the conf needs it (this command adds it)")
+    out = text if text.endswith("\n") or not edits else text + "\n"
+    for start, end, replacement in sorted(edits, reverse=True):
+        out = out[:start] + replacement + out[end:]
+    notes = [f"--final-victims: switched off {', '.join(switched)}: the policies' victim rules alone choose "
+             "victims in preempt and reclaim"] if switched else []
+    if _loads(out) == expected:
+        return Merged(out, notes)
+    return Merged(yaml.safe_dump(expected, sort_keys=False, width=1 << 16),
+                  notes + ["the conf was re-serialised (a plugin is written as a flow mapping): the objects are "
+                           "kept, its comments and layout are not"])

@@ -23,7 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from policy_extender.decide import kube_table, tallying
+from policy_extender.decide import kube_table, tally_shapes
 from policy_extender.decide.table import SHAPES as VOLCANO_SHAPES
 
 HELP = "why is a job, task or queue pending: what the running service decided about it, by rule, in the last cycles"
@@ -104,7 +104,7 @@ def has_data(answer: dict) -> bool:
 #: the tally shapes of both verb tables (Volcano's, kube-scheduler's), as the service's tally has them
 SHAPES = VOLCANO_SHAPES + kube_table.SHAPES
 #: the keys of a /why cycle that say something was decided (the verb tables' tally shapes)
-DECIDED_KEYS = tallying.shown_keys(SHAPES)
+DECIDED_KEYS = tally_shapes.shown_keys(SHAPES)
 
 
 def _cycle_has_data(cycle: dict) -> bool:
@@ -147,5 +147,5 @@ def render(answers: list[dict], every_cycle: bool = False) -> list[str]:
 
 
 def describe(kind: str, name: str, data: dict) -> list[str]:
-    """The lines of one object in one cycle (each verb's, by its tally shape: decide/tallying.py)."""
-    return tallying.lines(SHAPES, kind, name, data)
+    """The lines of one object in one cycle (each verb's, by its tally shape: decide/tally_shapes.py)."""
+    return tally_shapes.lines(SHAPES, kind, name, data)

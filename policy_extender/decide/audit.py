@@ -28,10 +28,12 @@ any                            ``skip`` (its ``when`` was false: not counted), `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.errors import EvalError
+from policy_extender.lang.budget import current as current_budget
+from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
 
 #: Outcomes that are a rejection of the object (shown by ``/why`` with the rule's reason).
@@ -50,24 +52,34 @@ class Audited:
     value: float | None = None  # score: the would-be weighted contribution
 
 
-def has_audit(policy_set, *kinds: str) -> bool:
+class AuditedSet(Protocol):
+    """What the audit reads of a ``PolicySet`` (which imports this module through the verb table)."""
+
+    @property
+    def audited(self) -> dict[str, list[CompiledRule]]: ...
+
+    @property
+    def slots(self) -> int: ...
+
+
+def has_audit(policy_set: object, *kinds: str) -> bool:
     audited = getattr(policy_set, "audited", None)
     return bool(audited) and any(kind in audited for kind in kinds)  # type: ignore[operator]  # not None: bool()
 
 
-def _rules(policy_set, *kinds: str) -> list:
+def _rules(policy_set: AuditedSet, *kinds: str) -> list[CompiledRule]:
     audited = policy_set.audited
     return [r for kind in kinds for r in audited.get(kind, ())]
 
 
-def predicate(policy_set, task, node, env) -> tuple[Audited, ...] | list[Audited]:
+def predicate(policy_set: AuditedSet, task: object, node: object, env: object) -> Sequence[Audited]:
     if not policy_set.audited or "filter" not in policy_set.audited:
         return ()
     c = Context(env, [None] * policy_set.slots, task=task, node=node)
     return [_boolean(rule, c, "pass", "reject", rejects_when_true=False) for rule in policy_set.audited["filter"]]
 
 
-def enqueueable(policy_set, job, env):
+def enqueueable(policy_set: AuditedSet, job: object, env: object) -> Sequence[Audited]:
     if not policy_set.audited or "enqueue" not in policy_set.audited:
         return ()
     c = Context(env, [None] * policy_set.slots, _job=job)
@@ -80,16 +92,16 @@ def enqueueable(policy_set, job, env):
     return out
 
 
-def overused(policy_set, queue, env):
+def overused(policy_set: AuditedSet, queue: object, env: object) -> Sequence[Audited]:
     return each_alone(policy_set, env, "overused", {"_queue": queue}, "not_overused", "overused",
                       rejects_when_true=True, explain_true=True)
 
 
-def ready(policy_set, job, env):
+def ready(policy_set: AuditedSet, job: object, env: object) -> Sequence[Audited]:
     return each_alone(policy_set, env, "ready", {"_job": job}, "ready", "not_ready", rejects_when_true=False)
 
 
-def each_alone(policy_set, env, kind: str, roots: dict[str, Any], neutral: str, deciding: str, *,
+def each_alone(policy_set: AuditedSet, env: object, kind: str, roots: dict[str, Any], neutral: str, deciding: str, *,
                rejects_when_true: bool, explain_true: bool = False) -> Sequence[Audited]:
     """Each audited boolean rule of ``kind`` alone on the views ``roots`` (the rule context's
     roots by name: ``task``, ``_job``, ``_queue``...): what a verb answered with one vote needs
@@ -102,10 +114,11 @@ def each_alone(policy_set, env, kind: str, roots: dict[str, Any], neutral: str, 
             for rule in rules]
 
 
-def prioritize(policy_set, task, nodes, env):
+def prioritize(policy_set: AuditedSet, task: object, nodes: Sequence[Any], env: object) -> Sequence[Audited]:
     if not policy_set.audited or "score" not in policy_set.audited:
         return ()
-    contexts = [Context(env, [None] * policy_set.slots, task=task, node=n) for n in nodes]
+    shared = current_budget()  # the call's (lang/budget.py)
+    contexts = [Context(env, [None] * policy_set.slots, task=task, node=n, budget=shared) for n in nodes]
     out = []
     for rule in policy_set.audited["score"]:
         try:
@@ -122,14 +135,15 @@ def prioritize(policy_set, task, nodes, env):
     return out
 
 
-def victims(policy_set, kinds: tuple[str, ...], evictor, evictees, env):
+def victims(policy_set: AuditedSet, kinds: tuple[str, ...], evictor: object, evictees: Sequence[object],
+            env: object) -> Sequence[Audited]:
     """``kinds``: the rule kinds that decide the verb (its verb table entry's ``rule_kinds``)."""
     rules = _rules(policy_set, *kinds) if policy_set.audited else ()
     if not rules:
         return ()
-    out = []
+    out, shared = [], current_budget()
     for i, evictee in enumerate(evictees):
-        c = Context(env, [None] * policy_set.slots, evictor=evictor, evictee=evictee)
+        c = Context(env, [None] * policy_set.slots, evictor=evictor, evictee=evictee, budget=shared)
         item = getattr(evictee, "name", None) or f"[{i}]"
         for rule in rules:
             found = _boolean(rule, c, "evict", "protect", rejects_when_true=False)
@@ -137,7 +151,7 @@ def victims(policy_set, kinds: tuple[str, ...], evictor, evictees, env):
     return out
 
 
-def _boolean(rule, c: Context, neutral: str, deciding: str, *, rejects_when_true: bool,
+def _boolean(rule: CompiledRule, c: Context, neutral: str, deciding: str, *, rejects_when_true: bool,
              explain_true: bool = False) -> Audited:
     """One boolean rule alone: ``deciding`` when it would decide (true for overused/permit,
     false or null otherwise), ``neutral`` when not, ``skip`` when its ``when`` is false."""
@@ -153,7 +167,7 @@ def _boolean(rule, c: Context, neutral: str, deciding: str, *, rejects_when_true
         return Audited(rule.name, "error", rule.prefix + str(err))
 
 
-def as_fixture(audited) -> dict:
+def as_fixture(audited: Sequence[Audited]) -> dict:
     """Outcomes in the shape a fixture's ``expect: {audit: ...}`` is written: ``{rule: outcome}``,
     or for score and victims ``{rule: {node or evictee: contribution or outcome}}``."""
     out: dict = {}

@@ -101,3 +101,8 @@ class PerNodeVictimDecision:
     """Victims asked for many nodes in one call (kube-scheduler's preempt): one answer per node."""
 
     per_node: list[VictimDecision]
+
+
+#: What a verb's ``decide`` returns (``table.Verb``, ``kube_table``).
+Decision = (FilterDecision | ScoreDecision | VictimDecision | StatusDecision | BoolDecision | NodesFilterDecision
+            | PerNodeVictimDecision)

@@ -1,6 +1,6 @@
 """The verb handlers: body bytes in, the scheduler's response bytes out, one per entry of the verb
 tables (Volcano's ``table.VERBS``, kube-scheduler's ``kube_table.KUBE_VERBS``), on a worker's state
-(``policy_extender.service.Service``, duck-typed).
+(``WorkerState``: the part of ``policy_extender.service.WorkerState`` they use).
 
 Every deciding verb reads the session head once (through the worker's SessionCache), takes the
 policy set *pinned* for that session (or the current one with no session), decodes the body
@@ -20,13 +20,15 @@ import orjson
 
 from policy_extender import metrics
 from policy_extender.decide import audit, observe
-from policy_extender.decide.decisions import FITS
+from policy_extender.decide.decisions import FITS, Decision
+from policy_extender.decide.worker_state import WorkerState
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.decide.session_verbs import current_policy
 from policy_extender.decide.kube_table import KUBE_VERBS
 from policy_extender.decide.table import VERBS, Verb
 from policy_extender.decide.tallying import window_head
 from policy_extender.errors import EvalError
+from policy_extender.lang import budget
 from policy_extender.session.store import SessionLost, StoreUnavailable
 from policy_extender.verb_names.volcano import PREDICATE
 from policy_extender.wire import WireError, decode, encode
@@ -34,22 +36,28 @@ from policy_extender.wire.kube import NODE_CACHE_REFUSAL, NodeCacheRefused
 from policy_extender.wire.session_views import NO_SESSION
 
 log = logging.getLogger("policy_extender.web")
-Service = Any  # policy_extender.service.Service: config, policies, sessions, session_cache, ...
 
 #: the ``decision`` of a call refused by ``require_session`` (its log line is DEBUG, not ERROR)
 NO_SESSION_DECISION = "no_session"
 
 
-def respond(service: Service, kind: str, body: bytes) -> Reply:
+def respond(service: WorkerState, kind: str, body: bytes, deadline: float | None = None) -> Reply:
     """The reply to one verb call's body, errors included: what HTTP, replay and the fixture
     runner all answer. A body that cannot be decoded is a 400, a session lost by the store or
     a store that cannot be reached a 503, a call ``require_session`` refuses a 500 (logged once
     per cycle by session_gaps), and a failure while deciding (an ``EvalError``, a bug) a logged 500, so Volcano's
-    ``extender.ignorable`` decides."""
+    ``extender.ignorable`` decides.
+
+    The call evaluates under one budget (``lang.budget``): ``MAX_WORK`` elements for all its
+    evaluations together (E512), and ``deadline`` (``time.monotonic()``; the web layer gives
+    Volcano's verbs ``volcano_timeout`` after the request began to arrive) past which it stops (E513)."""
+    previous = budget.begin(deadline, service.config.volcano_timeout)
     try:
         return HANDLERS[kind](service, body)
     except Exception as exc:
         return failed(kind, exc)
+    finally:
+        budget.end(previous)
 
 
 def failed(kind: str, exc: Exception) -> Reply:
@@ -67,6 +75,9 @@ def failed(kind: str, exc: Exception) -> Reply:
         return Reply(orjson.dumps({"error": exc.message}), 500, NO_SESSION_DECISION)
     if isinstance(exc, VerbError):  # logged once, with the other non-200s, by the request callback
         return error_reply(exc.status, exc.message, exc.headers)
+    if isinstance(exc, EvalError):  # a bound the rule met (E51x): its file:line:col says where, no traceback
+        log.error("%s failed: %s", kind, exc)
+        return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
     log.error("%s failed", kind, exc_info=exc)
     return error_reply(500, f"{kind} failed: {type(exc).__name__}: {exc}")
 
@@ -94,7 +105,7 @@ def failed_in_go_keys(verb: Verb, exc: Exception) -> Reply:
     return Reply(error_body(message), 500, "error")
 
 
-def policy_and_env(service: Service, kind: str, env: Any = None) -> tuple[Any, Any]:
+def policy_and_env(service: WorkerState, kind: str, env: Any = None) -> tuple[Any, Any]:
     """The policy set and Env of this call: one head() read, one policy version per cycle.
 
     A call with no session open is counted and logged (decide/session_gaps.py); with
@@ -126,7 +137,7 @@ def policy_and_env(service: Service, kind: str, env: Any = None) -> tuple[Any, A
     return kept
 
 
-def job_not_in_snapshot(service: Service, kind: str, policy_set: Any, env: Any, job_uid: str) -> None:
+def job_not_in_snapshot(service: WorkerState, kind: str, policy_set: Any, env: Any, job_uid: str) -> None:
     """The task's job is not in the open session's snapshot: counted, and refused with
     ``require_session`` when the set's ``kind`` rules read session data."""
     if service.session_gaps is not None:
@@ -149,28 +160,44 @@ class SessionRequired(VerbError):
 # decisions
 
 
-def deciding(verb: Verb) -> Callable[[Service, bytes], Reply]:
+def _deciding_parts(verb: Verb) -> tuple[Callable[[Any, Any, Any], Decision], Callable[[Any, Any], bytes]]:
+    """A deciding verb's decide and encode (ValueError for a verb without both)."""
+    if verb.decide is None or verb.encode is None:
+        raise ValueError(f"{verb.name} is not a deciding verb (its table entry has no decide or encode)")
+    return verb.decide, verb.encode
+
+
+def _handler(verb: Verb) -> Callable[[WorkerState, bytes], Reply]:
+    """A verb's handler: ``deciding`` for a deciding verb, its own ``handle`` otherwise."""
+    if verb.decide is not None:
+        return deciding(verb)
+    if verb.handle is None:
+        raise ValueError(f"{verb.name} has neither decide nor handle in the verb table")
+    return verb.handle
+
+
+def deciding(verb: Verb) -> Callable[[WorkerState, bytes], Reply]:
     """The handler of a deciding verb: one head read, the pinned set, a pruned decode, decide,
     encode the Go response type."""
     after = observe.after(verb)  # audit, metric, tally: this verb's step, built once
     subject = verb.subject
+    decides, encodes = _deciding_parts(verb)
 
-    def decide(service: Service, body: bytes) -> Reply:
+    def decide(service: WorkerState, body: bytes) -> Reply:
         policy_set, env = policy_and_env(service, verb.name)
         request = verb.decode(body, policy_set.reads, env)
         if subject is not None and getattr(env, "head", None) is not None:  # the job in the snapshot?
             job_uid = subject(request).job_id
             if env.job(job_uid) is None:
                 job_not_in_snapshot(service, verb.name, policy_set, env, job_uid)
-        decision = verb.decide(policy_set, request, env)  # type: ignore[misc]  # a deciding verb
+        decision = decides(policy_set, request, env)
         outcome = verb.outcome(decision)
         after(service, policy_set, env, request, decision, outcome)
-        return Reply(verb.encode(decision, request), decision=outcome,  # type: ignore[misc]  # as above
-                     rule=getattr(decision, "rule", None) or "")
+        return Reply(encodes(decision, request), decision=outcome, rule=getattr(decision, "rule", None) or "")
     return decide
 
 
-def without_session(verb: Verb) -> Callable[[Service, bytes], Reply]:
+def without_session(verb: Verb) -> Callable[[WorkerState, bytes], Reply]:
     """The handler of a verb of a scheduler without sessions (kube-scheduler's, ``kube_table``):
     the current policy set's rules for the verb's protocol (there is no session to pin a version:
     each call is answered by the set serving when it arrives), a decode, decide, encode; the call
@@ -178,26 +205,27 @@ def without_session(verb: Verb) -> Callable[[Service, bytes], Reply]:
     per rule."""
     after = observe.after(verb)
     protocol = verb.protocol
+    decides, encodes = _deciding_parts(verb)
 
-    def decide(service: Service, body: bytes) -> Reply:
+    def decide(service: WorkerState, body: bytes) -> Reply:
         policy_set = current_policy(service).for_protocol(protocol)
         request = verb.decode(body, policy_set.reads, NO_SESSION)
-        decision = verb.decide(policy_set, request, NO_SESSION)  # type: ignore[misc]  # a deciding verb
+        decision = decides(policy_set, request, NO_SESSION)
         outcome = verb.outcome(decision)
         after(service, policy_set, NO_SESSION, request, decision, outcome, window_head(protocol))
         counts = getattr(decision, "counts", None)
         if counts:
             metrics.note_decisions(verb.name, counts)
-        return Reply(verb.encode(decision, request), decision=outcome)  # type: ignore[misc]  # as above
+        return Reply(encodes(decision, request), decision=outcome)
     return decide
 
 
-def decide_predicate(service: Service, body: bytes) -> Reply:
+def decide_predicate(service: WorkerState, body: bytes) -> Reply:
     """``deciding(VERBS["predicate"])``, with the table's adapters for the predicate (decide,
     outcome, encode, subject) and its after step (``observe``: audit, metric, tally) written
     out: the predicate is called once per node per task, every other verb once per task or job
     at most, and each adapter is a Python call (about 330 instructions; 2.3k per call in all,
-    callgrind). tests/web/test_predicate_handler.py holds it to the generic handler's answers,
+    callgrind). tests/decide/test_predicate_handler.py holds it to the generic handler's answers,
     tallies and metrics."""
     env = service.session_cache.env()
     kept = service.decided_with  # policy_and_env's first step, inlined
@@ -234,9 +262,8 @@ _TASK_JOB = operator.attrgetter("raw.Job")
 
 
 #: verb kind -> handler(service, body) -> Reply, for every verb of the table.
-HANDLERS: dict[str, Callable[[Service, bytes], Reply]] = {
-    name: deciding(verb) if verb.decide is not None else verb.handle  # type: ignore[misc]  # a verb has one of both
-    for name, verb in VERBS.items()}
+HANDLERS: dict[str, Callable[[WorkerState, bytes], Reply]] = {
+    name: _handler(verb) for name, verb in VERBS.items()}
 HANDLERS[PREDICATE] = decide_predicate
 HANDLERS.update((name, without_session(verb)) for name, verb in KUBE_VERBS.items())
 

@@ -2,7 +2,7 @@
 entry of the same ``table.Verb`` as Volcano's, deciding with the policy set's kube-scheduler rules
 (``PolicySet.for_protocol``) and no session. The handlers (``handlers.HANDLERS``), the step after
 a decision, the tally and ``/why``, and the fixture runner take these entries as they take
-Volcano's; ``tests/test_verb_table.py`` holds both tables to the same parts.
+Volcano's; ``tests/decide/test_verb_table.py`` holds both tables to the same parts.
 
 How the rules map onto kube-scheduler's answers (docs/kube-scheduler.md):
 
@@ -29,8 +29,8 @@ from typing import Any
 
 from policy_extender.decide import audit
 from policy_extender.decide.decisions import NodesFilterDecision, PerNodeVictimDecision, ScoreDecision
-from policy_extender.decide.table import Verb
-from policy_extender.decide.tallying import NodesFilterShape, PerNodeVictimsShape, ScoreShape, shapes_of
+from policy_extender.decide.table import SESSION_NONE, Verb
+from policy_extender.decide.tally_shapes import NodesFilterShape, PerNodeVictimsShape, ScoreShape, shapes_of
 from policy_extender.verb_names import kube_scheduler as names
 from policy_extender.verb_names.volcano import PREEMPTABLE
 from policy_extender.wire import compact, kube, kube_encode
@@ -99,18 +99,18 @@ KUBE_VERBS: dict[str, Verb] = {v.name: v for v in (
          outcome=lambda d: "", audit=_audit_filter, tally=NodesFilterShape(names.FILTER, "kf"),
          decision="filter", rule_kinds=("filter",), inputs=("task", "node"), compact=compact.kube_filter_body,
          expect=frozenset({"fits", "unresolvable", "reason", "rule", "nodes"}), answer="fit",
-         protocol=PROTOCOL, error_in_answer=kube_encode.filter_error, error_body=kube_encode.error),
+         protocol=PROTOCOL, session=SESSION_NONE, error_in_answer=kube_encode.filter_error, error_body=kube_encode.error),
     Verb(names.PRIORITIZE, kube.decode_extender_args, decide=prioritize_nodes,
          encode=lambda d, r: kube_encode.host_priorities(d.scores),
          audit=lambda ps, r, env: audit.prioritize(ps, r.task, r.nodes, env), tally=ScoreShape(names.PRIORITIZE, "ks"),
          decision="score", rule_kinds=("score",), inputs=("task", "nodes"), compact=compact.extender_args_body,
          expect=frozenset({"scores", "order"}), answer="scores",
-         protocol=PROTOCOL, error_body=kube_encode.error),
+         protocol=PROTOCOL, session=SESSION_NONE, error_body=kube_encode.error),
     Verb(names.PREEMPT, kube.decode_preemption_args, decide=preempt_nodes, encode=preemption_answer,
          outcome=_preempt_outcome, audit=_audit_preempt, tally=PerNodeVictimsShape(names.PREEMPT, "kv", "ke"),
          decision="preemptable", rule_kinds=_VICTIM_KINDS, inputs=("evictor", "evictees"),
          compact=compact.preemption_args_body, expect=frozenset({"victims"}), answer="victims",
-         protocol=PROTOCOL, error_body=kube_encode.error),
+         protocol=PROTOCOL, session=SESSION_NONE, error_body=kube_encode.error),
 )}
 
 VERB_KINDS = names.VERB_KINDS

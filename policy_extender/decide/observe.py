@@ -11,15 +11,21 @@ given (kube-scheduler's calls, which have no session: a window of time, ``tallyi
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Protocol
 
 from policy_extender import metrics
+from policy_extender.decide.audit import AuditedSet
 from policy_extender.decide.table import Verb
+from policy_extender.decide.worker_state import WorkerState
+from policy_extender.decide.tally_shapes import PredicateShape
 from policy_extender.logs import current_request_id
 
-#: (service, policy set, env, request, decision, outcome[, head]) -> None; ``head``: the cycle to
-#: tally the call in when it is not the env's (a call without a session: ``tallying.window_head``)
-Step = Callable[..., None]
+class Step(Protocol):
+    """What is done after one decision; ``head``: the cycle to tally the call in when it is not the
+    env's (a call without a session: ``tallying.window_head``)."""
+
+    def __call__(self, service: WorkerState, policy_set: AuditedSet, env: Any, request: Any, decision: Any,
+                 outcome: str, head: Any = None) -> None: ...
 
 
 def after(verb: Verb) -> Step:
@@ -28,12 +34,15 @@ def after(verb: Verb) -> Step:
     if evaluate is None or shape is None:
         raise ValueError(f"{name} is not a deciding verb (its table entry has no audit or tally)")
     record = shape.record
+    counted = not isinstance(shape, PredicateShape)  # the predicate's calls are counted as its tally folds them
 
-    def step(service: Any, policy_set: Any, env: Any, request: Any, decision: Any, outcome: str,
+    def step(service: WorkerState, policy_set: AuditedSet, env: Any, request: Any, decision: Any, outcome: str,
              head: Any = None) -> None:
         audits = evaluate(policy_set, request, env) if policy_set.audited else ()
         if audits:
             metrics.note_audits(audits)
-        record(service.tally, head if head is not None else getattr(env, "head", None), name, request, decision,
-               outcome, audits, current_request_id())
+        cycle = head if head is not None else getattr(env, "head", None)
+        record(service.tally, cycle, name, request, decision, outcome, audits, current_request_id())
+        if counted:
+            service.tally.note_call(cycle, name)
     return step

@@ -9,12 +9,17 @@ for another scheduler.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, Sequence
+
 from policy_extender.decide.decisions import (FITS, BoolDecision, FilterDecision, Rule, ScoreDecision,
                                               StatusDecision, VictimDecision)
 from policy_extender.decide.reply import Reply
 from policy_extender.decide.rules import SKIPPED, normalized, score, why, why_not
 from policy_extender.decide.table import VERBS, VERBS_OF_RULE_KIND
 from policy_extender.errors import EvalError
+from policy_extender.lang import Program
+from policy_extender.lang.budget import current as current_budget
 from policy_extender.lang.compiler import CompiledRule
 from policy_extender.lang.runtime import Context
 from policy_extender.wire import encode
@@ -24,9 +29,12 @@ from policy_extender.wire.paths import go_reads
 class PolicySet:
     """A compiled, immutable policy set; safe to share between threads."""
 
-    def __init__(self, sources: dict[str, str], program, version: str, protocol: str = "volcano"):
-        checked, every_rule = program
+    def __init__(self, sources: dict[str, str], program: Program, version: str,
+                 protocol: str = "volcano") -> None:
+        checked, every_rule = program.checked, program.rules
         self._program = program
+        #: each rule's estimated cost per call (``lang.cost``), in rule order: what ``check --cost`` shows
+        self.costs = tuple(getattr(program, "costs", ()))
         self.sources = dict(sources)
         self.version = version
         #: the scheduler this set decides for; ``rules`` lists every rule, whatever it serves
@@ -55,6 +63,11 @@ class PolicySet:
         self.audited = {kind: [r for r in rules if r.kind == kind and r.audit]
                         for kind in self.kinds if any(r.kind == kind and r.audit for r in rules)}
 
+    @property
+    def checked(self) -> Any:
+        """The checked program (``lang.checker.Checked``): rules with their guards, and what each name is."""
+        return self._program.checked
+
     def __repr__(self) -> str:
         return f"PolicySet(version={self.version}, files={sorted(self.sources)}, rules={len(self.rules)})"
 
@@ -67,13 +80,22 @@ class PolicySet:
             kept._for_protocol = self._for_protocol
         return kept
 
+    def alone(self, name: str) -> PolicySet:
+        """The same set with the rule ``name`` deciding alone (enforced, even when it is an audit
+        rule): what ``check --scale`` times rule by rule. KeyError when the set has no such rule."""
+        rule = next((r for r in self._program.rules if r.name == name), None)
+        if rule is None:
+            raise KeyError(name)
+        alone = self._program._replace(rules=[dataclasses.replace(rule, audit=False)])
+        return PolicySet(self.sources, alone, self.version, self.protocol)
+
     def _rules(self, *kinds: str) -> list[CompiledRule]:
         return [r for kind in kinds for r in self._by_kind.get(kind, ())] if len(kinds) > 1 \
             else self._by_kind.get(kinds[0], [])
 
     # --- decisions -------------------------------------------------------------------------------
 
-    def predicate(self, task, node, env) -> FilterDecision:
+    def predicate(self, task: object, node: object, env: object) -> FilterDecision:
         rules = self._filters
         if not rules:
             return FITS
@@ -96,12 +118,12 @@ class PolicySet:
             return constant[0]
         return FilterDecision(False, 3 if rule.unresolvable else 2, why_not(rule, c), rule.name)
 
-    def prioritize(self, task, nodes, env) -> ScoreDecision:
+    def prioritize(self, task: object, nodes: Sequence[Any], env: object) -> ScoreDecision:
         names = [n.name for n in nodes]
         scores = dict.fromkeys(names, 0.0)
         per_rule: dict[str, dict[str, float]] = {}
-        slots = self.slots
-        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n) for n in nodes]  # type: ignore[arg-type]  # as above
+        slots, shared = self.slots, current_budget()  # one budget for the call, not one per node (lang/budget.py)
+        contexts = [Context(env, [None] * slots if slots else (), task=task, node=n, budget=shared) for n in nodes]  # type: ignore[arg-type]  # as above
         for rule in self._rules("score"):
             raw = [score(rule, c) for c in contexts]
             if all(v is SKIPPED for v in raw):
@@ -113,7 +135,7 @@ class PolicySet:
                 scores[name] += v
         return ScoreDecision(scores, per_rule)
 
-    def victims(self, kind: str, evictor, evictees, env) -> VictimDecision:
+    def victims(self, kind: str, evictor: object, evictees: Sequence[object], env: object) -> VictimDecision:
         """Permit (1) with the evictees every applicable rule passes; Abstain (0) when no rule
         applies to any evictee. When rules applied and refused every evictee ("no evictee
         qualifies"), the answer is Permit with no victims (Volcano ends the tier there with no
@@ -123,8 +145,9 @@ class PolicySet:
         victims: list = []
         reasons, applied = {}, False
         vetoed = False  # a rule without `if none abstain` refused some evictee
+        shared = current_budget()  # one budget for the call, not one per evictee
         for i, evictee in enumerate(evictees):
-            c = Context(env, [None] * self.slots, evictor=evictor, evictee=evictee)
+            c = Context(env, [None] * self.slots, evictor=evictor, evictee=evictee, budget=shared)
             failed = None
             for rule in rules:
                 if failed is not None and (rule.abstain_if_none or victims):
@@ -147,7 +170,7 @@ class PolicySet:
             return VictimDecision(0, [], reasons)
         return VictimDecision(1, victims, reasons)
 
-    def enqueueable(self, job, env) -> StatusDecision:
+    def enqueueable(self, job: object, env: object) -> StatusDecision:
         c = Context(env, [None] * self.slots, _job=job)
         permit = None
         for rule in self._rules("enqueue"):
@@ -164,7 +187,7 @@ class PolicySet:
             return StatusDecision(1, permit.name, why(permit, c))
         return StatusDecision(0)
 
-    def overused(self, queue, env) -> BoolDecision:
+    def overused(self, queue: object, env: object) -> BoolDecision:
         c = Context(env, [None] * self.slots, _queue=queue)
         for rule in self._rules("overused"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):
@@ -173,7 +196,7 @@ class PolicySet:
                 return BoolDecision(True, rule.name, why(rule, c))
         return BoolDecision(False)
 
-    def ready(self, job, env) -> BoolDecision:
+    def ready(self, job: object, env: object) -> BoolDecision:
         c = Context(env, [None] * self.slots, _job=job)
         for rule in self._rules("ready"):
             if rule.applies is not None and not rule.evaluate(rule.applies, c):

@@ -22,7 +22,7 @@ class Reply(msgspec.Struct, frozen=True, gc=False):
     """A verb's answer and what it decided (for the log line and the metrics). A frozen msgspec
     Struct, built in C: one is built per call, and a frozen dataclass sets each field through
     ``object.__setattr__`` (12,500 instructions), a NamedTuple through a Python ``__new__``
-    (about 4,000; ``bench.instructions``). Holds no containers, so the GC never tracks it."""
+    (about 4,000; ``bench.cpu.instructions``). Holds no containers, so the GC never tracks it."""
 
     body: bytes
     status: int = 200

@@ -36,7 +36,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from policy_extender import metrics
+from policy_extender import metrics, process
 from policy_extender.verb_names.volcano import ON_SESSION_OPEN
 
 log = logging.getLogger("policy_extender.sessions")
@@ -155,8 +155,8 @@ class SessionGaps:
             return
         with self.lock:
             self.dirty = False
-            data = json.dumps({"pid": os.getpid(), "cycles": [c.as_dict() for c in self.cycles]})
-        path = os.path.join(directory, FILE_PATTERN.format(pid=os.getpid()))
+            data = json.dumps({"pid": process.pid, "cycles": [c.as_dict() for c in self.cycles]})
+        path = os.path.join(directory, FILE_PATTERN.format(pid=process.pid))
         with open(path + ".tmp", "w", encoding="utf-8") as out:
             out.write(data)
         os.replace(path + ".tmp", path)
@@ -193,7 +193,7 @@ class SessionGaps:
                     data = json.load(stream)
             except (OSError, ValueError):
                 continue  # replaced while read, or a worker died mid-write: its next flush rewrites it
-            if data.get("pid") != os.getpid():
+            if data.get("pid") != process.pid:
                 found.extend(data.get("cycles", ()))
         return found
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from policy_extender import metrics, trace
+from policy_extender.decide.worker_state import LoadedSet, WorkerState
 from policy_extender.decide.reply import Reply, VerbError
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
+from policy_extender.session.store import Head, SessionCounts
 from policy_extender.wire import decode as wire_decode
 from policy_extender.wire import arriving, encode, snapshot
 
-Service = Any  # policy_extender.service.Service
 EMPTY_OBJECT = b"{}"
 
 
-def current_policy(service: Service) -> Any:
+def current_policy(service: WorkerState) -> Any:
     policy_set = service.policies.current
     if policy_set is None:
         errors = "; ".join(service.policy_status.errors) or "not loaded yet"
@@ -25,7 +26,7 @@ def current_policy(service: Service) -> Any:
     return policy_set
 
 
-def on_session_open(service: Service, body: bytes) -> Reply:
+def on_session_open(service: WorkerState, body: bytes) -> Reply:
     streamed = arriving.take(body)
     if streamed is not None:  # decoded while it arrived (web.dispatch.read_streamed): the rest now
         policy_set, stream = streamed
@@ -46,13 +47,15 @@ def on_session_open(service: Service, body: bytes) -> Reply:
     service.session_cache.session_opened()  # a session lost before is not the cycle's any more
     trace.mark("stored")
     if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
-        service.tally.record_open(service.sessions.head())
+        head = service.sessions.head()
+        service.tally.record_open(head)
+        _report_rules_not_called(service, policy_set, head.session_id if head is not None else None)
     _count_session("opened")
     _count_ended_unclosed(service, before)
     return Reply(EMPTY_OBJECT, rule=policy_set.version)
 
 
-def on_session_close(service: Service, body: bytes) -> Reply:
+def on_session_close(service: WorkerState, body: bytes) -> Reply:
     wire_decode.decode_session_close(body)  # not a JSON object: 400, the session stays open
     had_session = service.sessions.head() is not None
     before = service.sessions.session_counts()
@@ -63,7 +66,14 @@ def on_session_close(service: Service, body: bytes) -> Reply:
     return Reply(EMPTY_OBJECT)
 
 
-def _count_ended_unclosed(service: Service, before) -> None:
+def _report_rules_not_called(service: WorkerState, policy_set: LoadedSet, open_cycle: str | None) -> None:
+    """Rules whose verb Volcano has not called in the last cycles: log and metric (decide.unserved)."""
+    watch = getattr(service, "unserved", None)
+    if watch is not None:
+        watch.update_soon(policy_set, service.tally, metrics.set_rules_not_called, open_cycle)
+
+
+def _count_ended_unclosed(service: WorkerState, before: SessionCounts) -> None:
     """Sessions whose close never came: the store notices them at the next open or close
     (``expired`` after the TTL, ``replaced`` by a new open first); once per cycle, two reads."""
     after = service.sessions.session_counts()
@@ -76,7 +86,7 @@ def _count_session(event: str) -> None:
     metrics.count_session(event)
 
 
-def _cycle_reads(service: Service, head) -> Any:
+def _cycle_reads(service: WorkerState, head: Head | None) -> Any:
     """The read set of the policy set deciding this cycle: the one the open session is pinned to,
     the current one with no session (the event is then refused, after its body is checked)."""
     if head is None:
@@ -88,23 +98,23 @@ def _cycle_reads(service: Service, head) -> Any:
         return None      # the event is still counted, its identity fields checked
 
 
-def job_enqueued(service: Service, body: bytes) -> Reply:
+def job_enqueued(service: WorkerState, body: bytes) -> Reply:
     wire_decode.decode_job(body)  # validated, nothing to decide
     return Reply(EMPTY_OBJECT)
 
 
-def allocate(service: Service, body: bytes) -> Reply:
+def allocate(service: WorkerState, body: bytes) -> Reply:
     """Record the task's allocation in the open session (net, retries are safe: store.py)."""
     return _event(service, body, "allocate")
 
 
-def deallocate(service: Service, body: bytes) -> Reply:
+def deallocate(service: WorkerState, body: bytes) -> Reply:
     """Record that the task's allocation was undone, or that a task running before the cycle was
     evicted (it then counts -1 on its node, job and queue)."""
     return _event(service, body, "deallocate")
 
 
-def _event(service: Service, body: bytes, kind: str) -> Reply:
+def _event(service: WorkerState, body: bytes, kind: str) -> Reply:
     """An event the store cannot record is an error (5xx): Volcano then decides by
     ``extender.ignorable`` instead of the event silently missing from this cycle's counts.
     The task is decoded with the read set of the rules deciding the cycle, so that what they read

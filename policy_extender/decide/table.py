@@ -4,19 +4,26 @@ are evaluated, how its calls are tallied and shown by ``/why``, and how fixtures
 and read it. Everything else about verbs derives from ``VERBS``: the handlers
 (``handlers.HANDLERS``), the step after a decision (``observe.after``), the tally's ``/why``
 answer and ``policy-extender why`` (``tallying.shapes_of``), the fixture runner's bodies and
-expectations. ``tests/test_verb_table.py`` lists what an entry must give.
+expectations. ``tests/decide/test_verb_table.py`` lists what an entry must give.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from policy_extender.decide import audit, session_verbs
-from policy_extender.decide.tallying import (VICTIMS, PredicateShape, ScoreShape, Shape, VoteShape, object_name,
-                                             shapes_of)
+from policy_extender.decide.audit import Audited
+from policy_extender.decide.decisions import Decision
+from policy_extender.decide.reply import Reply
+from policy_extender.decide.tally_shapes import (VICTIMS, PredicateShape, ScoreShape, Shape, VoteShape, object_name,
+                                                 shapes_of)
+from policy_extender.decide.worker_state import WorkerState
 from policy_extender.verb_names import volcano as names
-from policy_extender.wire import compact, decode, encode
+from policy_extender.wire import compact, decode, encode, open_stream, prioritize_stream
+
+#: ``Verb.session``: how a verb's handler reads the session head
+SESSION_CACHE, SESSION_STORE, SESSION_OPENS, SESSION_NONE = "cache", "store", "opens", "none"
 
 
 @dataclass(frozen=True)
@@ -25,10 +32,10 @@ class Verb:
 
     name: str                                  # the verb kind (Volcano's ``extender.<name>Verb``, or kube_table's)
     decode: Callable[..., Any]                 # (body, reads, env) -> request of wire views
-    decide: Callable[[Any, Any, Any], Any] | None = None  # (policy set, request, env) -> decision
+    decide: Callable[[Any, Any, Any], Decision] | None = None  # (policy set, request, env) -> decision
     encode: Callable[[Any, Any], bytes] | None = None     # (decision, request) -> Go response JSON
     outcome: Callable[[Any], str] = lambda decision: ""   # the word logged and counted
-    audit: Callable[[Any, Any, Any], Any] | None = None   # (policy set, request, env) -> audit.Audited's
+    audit: Callable[[Any, Any, Any], Sequence[Audited]] | None = None  # (policy set, request, env) -> audit.Audited's
     tally: Shape | None = None                 # how its calls are tallied and shown by /why (tallying.py)
     decision: str = ""                         # the decision's name in policies and fixtures
     rule_kinds: tuple[str, ...] = ()           # the rule kinds that decide it, in order
@@ -39,10 +46,20 @@ class Verb:
     answer_key: str = ""                       # vote: the answer's key (``status``, ``overused``)
     value_name: str = ""                       # vote: what ``expect:`` calls that value
     subject: Callable[[Any], Any] | None = None  # the task whose job must be in the snapshot
-    handle: Callable[[Any, bytes], Any] | None = None  # the handler of a verb that decides nothing
+    handle: Callable[[WorkerState, bytes], Reply] | None = None  # the handler of a verb that decides nothing
     protocol: str = "volcano"                  # the scheduler calling it (``PolicySet.for_protocol``)
     error_in_answer: Callable[[str], bytes] | None = None  # a failure to decide as a 200 answer saying so
     error_body: Callable[[str], bytes] | None = None       # the body of an error status (None: {"error": ...})
+    #: how its handler reads the session head: ``SESSION_CACHE`` (the SessionCache's env), ``SESSION_STORE``
+    #: (``sessions.head()`` itself), ``SESSION_OPENS`` (it opens the session), ``SESSION_NONE`` (none)
+    session: str = SESSION_CACHE
+    #: the ``wire`` stream that decodes its body while it arrives (``web.dispatch.read_streamed``)
+    stream: Callable[..., Any] | None = None
+    #: every call is handed to the request log's notable-call hook (the late-open watch), not
+    #: only the non-200s
+    notable: bool = False
+    #: its answer carries whole objects from the request and is redacted like it (``--record``)
+    redact_answer: bool = False
 
 
 _STATUS_WORDS = {1: "permit", 0: "abstain", -1: "reject"}
@@ -50,7 +67,7 @@ _STATUS_WORDS = {1: "permit", 0: "abstain", -1: "reject"}
 
 def _victims(name: str) -> Verb:
     kinds = ("victim", name)
-    return Verb(name, decode.decode_victims,
+    return Verb(name, decode.decode_victims, redact_answer=True,
                 decide=lambda ps, r, env: ps.victims(name, r.evictor, r.evictees, env),
                 encode=lambda d, r: encode.victims(d, r.raw_evictees),
                 outcome=lambda d: {1: "evict", -1: "reject"}.get(d.status, ""),
@@ -69,8 +86,9 @@ def _vote(name: str, decision: str, decoder: Callable[..., Any], *, decide: Call
 
 
 VERBS: dict[str, Verb] = {v.name: v for v in (
-    Verb(names.ON_SESSION_OPEN, decode.decode_session_open, handle=session_verbs.on_session_open),
-    Verb(names.ON_SESSION_CLOSE, decode.decode_session_close, handle=session_verbs.on_session_close),
+    Verb(names.ON_SESSION_OPEN, decode.decode_session_open, handle=session_verbs.on_session_open, session=SESSION_OPENS,
+         stream=open_stream.OpenStream, notable=True),
+    Verb(names.ON_SESSION_CLOSE, decode.decode_session_close, handle=session_verbs.on_session_close, session=SESSION_STORE),
     Verb(names.PREDICATE, decode.decode_predicate,
          decide=lambda ps, r, env: ps.predicate(r.task, r.node, env),
          encode=lambda d, r: encode.predicate(d), outcome=lambda d: "" if d.fits else "reject",
@@ -82,7 +100,8 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
          encode=lambda d, r: encode.prioritize(d, r.nodes),
          audit=lambda ps, r, env: audit.prioritize(ps, r.task, r.nodes, env), tally=ScoreShape(names.PRIORITIZE),
          decision="score", rule_kinds=("score",), inputs=("task", "nodes"), compact=compact.prioritize_body,
-         expect=frozenset({"scores", "order"}), answer="scores", subject=lambda r: r.task),
+         expect=frozenset({"scores", "order"}), answer="scores", subject=lambda r: r.task,
+         stream=prioritize_stream.PrioritizeStream),
     _victims(names.PREEMPTABLE),
     _victims(names.RECLAIMABLE),
     _vote(names.QUEUE_OVERUSED, "overused", decode.decode_queue,
@@ -100,7 +119,7 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
                           {"reject": "enqueue rejected by", "permit": "enqueue permitted by",
                            "abstain": "enqueue: no rule decided"}, lambda outcome: f"enqueue {outcome}"),
           keys=("status", "status"), inputs=("job",), builder=compact.job_body),
-    Verb(names.JOB_ENQUEUED, decode.decode_job, handle=session_verbs.job_enqueued),
+    Verb(names.JOB_ENQUEUED, decode.decode_job, handle=session_verbs.job_enqueued, session=SESSION_STORE),
     _vote(names.JOB_READY, "ready", decode.decode_job,
           decide=lambda ps, r, env: ps.ready(r.job, env), encoder=encode.ready,
           outcome=lambda d: "ready" if d.value else "not_ready",
@@ -109,8 +128,8 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
                           {"not_ready": "not ready by", "ready": "ready"},
                           lambda outcome: "ready" if outcome == "ready" else "not ready"),
           keys=("status", "ready"), inputs=("job",), builder=compact.job_body),
-    Verb(names.ALLOCATE, decode.decode_task_event, inputs=("task",), handle=session_verbs.allocate),
-    Verb(names.DEALLOCATE, decode.decode_task_event, inputs=("task",), handle=session_verbs.deallocate),
+    Verb(names.ALLOCATE, decode.decode_task_event, inputs=("task",), handle=session_verbs.allocate, session=SESSION_STORE),
+    Verb(names.DEALLOCATE, decode.decode_task_event, inputs=("task",), handle=session_verbs.deallocate, session=SESSION_STORE),
 )}
 
 VERB_KINDS = names.VERB_KINDS

@@ -13,18 +13,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable
 
-from policy_extender.lang import codes, runtime, types
+from policy_extender.lang import codes, regex, runtime, types
 
 MAX_REGEX_SUBJECT = 256  # characters a regex is matched against (longer subjects → null)
-#: Backtracking steps a pattern may cost on a MAX_REGEX_SUBJECT subject (~10 ms), estimated as the
-#: product of its repeats' sizes (an unbounded repeat counts the whole subject), times the subject
-#: again for an unanchored search: ``.*.*=`` is 256^3 and passes, ``.*.*.*=`` is 256^4 (seconds).
-MAX_REGEX_COST = MAX_REGEX_SUBJECT ** 3
-#: Repeats outside character classes: ``*``, ``+``, ``{m,}``, ``{m,n}``, ``{n}`` (escapes skipped).
-_REPEAT = re.compile(r"\\.|\[(?:\\.|[^\]\\])*\]|(?P<star>[*+])|\{(?P<low>\d*)(?P<comma>,?)(?P<high>\d*)\}")
-#: A repeated group that itself contains a quantifier or an alternation (``(a+)+``, ``(a|a)*``),
-#: a backreference or a lookaround: the shapes that make a backtracking engine exponential.
-_CATASTROPHIC = re.compile(r"\((?:[^()\\]|\\.)*[+*}|](?:[^()\\]|\\.)*\)[+*{]|\\[1-9]|\(\?[=!<]")
 
 
 class RefusedLiteral(ValueError):
@@ -112,45 +103,20 @@ def _contains(container, item):
 def _compile_regex(pattern: object):
     if not isinstance(pattern, str):
         raise RefusedLiteral(codes.E306, "the pattern of matches() must be a string literal")
-    if _CATASTROPHIC.search(pattern):
-        raise RefusedLiteral(codes.E504, f"regex {pattern!r} can backtrack catastrophically (a repeated group that "
-                         "itself repeats, a backreference or a lookaround): simplify it")
     try:
-        compiled = re.compile(pattern)
-    except re.error as err:
-        raise RefusedLiteral(codes.E308, f"invalid regex {pattern!r}: {err}") from None
-    if _regex_cost(pattern) > MAX_REGEX_COST:
-        raise RefusedLiteral(codes.E504, f"regex {pattern!r} can backtrack polynomially (repeats that follow each "
-                             f"other multiply on a {MAX_REGEX_SUBJECT}-character subject): anchor it with ^, "
-                             "bound its repeats ({1,63}) or use fewer of them")
-    return compiled
-
-
-def _regex_cost(pattern: str) -> int:
-    """Backtracking steps ``pattern`` may take in the worst case (see MAX_REGEX_COST)."""
-    anchored = pattern.startswith(("^", "\\A")) and "|" not in pattern
-    cost = 1 if anchored else MAX_REGEX_SUBJECT
-    for match in _REPEAT.finditer(pattern):
-        cost *= _repeat_size(match)
-    return cost
-
-
-def _repeat_size(match) -> int:
-    if match.group("star"):
-        return MAX_REGEX_SUBJECT
-    if match.group("low") is None:  # an escape or a character class
-        return 1
-    high = match.group("high") if match.group("comma") else match.group("low")
-    return min(int(high), MAX_REGEX_SUBJECT) if high else MAX_REGEX_SUBJECT
+        return regex.compile_pattern(pattern)
+    except regex.Refused as refused:
+        raise RefusedLiteral(refused.code, str(refused)) from None
 
 
 @builtin("matches", ["string", "string"], "bool",
-         f"the regex (a string literal, checked at load time) matches somewhere in the string; "
+         f"the regex (a string literal, compiled at load time by RE2: linear time, no backreferences "
+         f"or lookaround) matches somewhere in the string; "
          f"subjects longer than {MAX_REGEX_SUBJECT} characters give null", literal=1, prepare=_compile_regex)
-def _matches(value, regex):
+def _matches(value, pattern):
     if len(value) > MAX_REGEX_SUBJECT:
         return None
-    return regex.search(value) is not None
+    return pattern.search(value) is not None
 
 
 @builtin("split", ["string", "string"], "list[string]", "the parts of a string between separators")

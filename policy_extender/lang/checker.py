@@ -9,23 +9,19 @@ the wire layer turns into the Go key paths its pruned decoders keep, ``wire.path
 from __future__ import annotations
 
 import difflib
-import functools
 import re
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from policy_extender import schema
 from policy_extender.errors import Diagnostic, PolicyError, Span
 from policy_extender.lang import ast, codes, types
 from policy_extender.lang.builtins import BUILTINS, RefusedLiteral
-from policy_extender.lang.parser import Locator, parse_expression
+from policy_extender.lang.hints import (Hints, a_type, counts_hint, counts_key_problem, did_you_mean, name_hint,
+                                        parsed_shorthand, resource_hint, result_hint, shorthands_of, with_article)
+from policy_extender.lang.params import ParamChecks
+from policy_extender.lang.scope import ALL_ROOTS, READ_ROOTS, WIRE_ROOTS, Scope, Typed
 from policy_extender.lang.values import Setting
 
-ALL_ROOTS = {name: t for roots in schema.DECISION_ROOTS.values() for name, t in roots.items()}
-WIRE_ROOTS = ("task", "node", "job", "queue")
-#: Roots whose reads are recorded like the wire roots': ``cluster`` reads the onSessionOpen body
-#: (its reads decide what the session snapshot keeps: no node unless one is read)
-READ_ROOTS = (*WIRE_ROOTS, "cluster")
 BOOL_KINDS = frozenset(schema.DECISION_ROOTS) - {"score"}
 MODIFIER_KINDS = {
     "when": frozenset(schema.DECISION_ROOTS),
@@ -37,7 +33,6 @@ MODIFIER_KINDS = {
     "if none": frozenset({"victim", "preemptable", "reclaimable"}),
     "audit": frozenset(schema.DECISION_ROOTS),
 }
-_STRING_MAPS = ("labels", "annotations", "node_selector", "conditions")
 #: Roots whose object comes from the session snapshot, not from the request body, by rule kind
 #: (a filter's ``job`` is its task's job looked up in the snapshot; an enqueue's is the body's).
 _SNAPSHOT_ROOTS = {"filter": ("job", "queue"), "score": ("job", "queue"), "enqueue": ("queue",),
@@ -49,11 +44,6 @@ def _protocols_of(statement: ast.Protocol | None) -> frozenset[str]:
     if statement is None:
         return schema.DEFAULT_PROTOCOLS
     return frozenset(n for n in statement.names if n in schema.PROTOCOL_KINDS) or schema.DEFAULT_PROTOCOLS
-
-
-class Typed(NamedTuple):
-    type: str
-    origin: tuple[str, tuple] | None = None  # (wire root, chain of (type, field) steps to this value)
 
 
 @dataclass
@@ -90,26 +80,13 @@ class Checked:
     warnings: tuple = ()
 
 
-@dataclass
-class Scope:
-    kind: str | None              # rule kind, None when checking a let or guard on its own
-    lets: dict[str, ast.Let]
-    vars: dict[str, tuple[Typed, int]] = field(default_factory=dict)
-    shorthand: str | None = None  # the shorthand being expanded, for messages
-    #: the schedulers the file's rules serve (its ``protocol`` statement)
-    protocols: frozenset[str] = schema.DEFAULT_PROTOCOLS
-
-    def with_var(self, name: str, typed: Typed, slot: int) -> "Scope":
-        return Scope(self.kind, self.lets, {**self.vars, name: (typed, slot)}, self.shorthand, self.protocols)
-
-
 def check(files: list[ast.PolicyFile], settings: list[Setting] | tuple = ()) -> Checked:
     """Check a whole policy set (``settings``: its values file's, ``lang.values``); raises
     ``PolicyError`` with every problem found."""
     return Checker(files, settings).run()
 
 
-class Checker:
+class Checker(ParamChecks, Hints):
     def __init__(self, files: list[ast.PolicyFile], settings: list[Setting] | tuple = ()):
         self.files = files
         self.settings = settings
@@ -163,150 +140,6 @@ class Checker:
     def error(self, code: str, message: str, span: Span, hint: str | None = None) -> Typed:
         self.diagnostics.setdefault((code, span, message), Diagnostic(code, message, span, hint))
         return Typed("any")
-
-    # --- shared definitions and parameters (docs/language.md) -----------------------------------
-
-    def check_shared(self) -> None:
-        """The ``shared let`` s of every file: one of each name in the whole set, each checked
-        against the shared lets above it in its own file (a shared let reads no file's lets)."""
-        for file in self.files:
-            for let in file.statements:
-                if not (isinstance(let, ast.Let) and let.shared):
-                    continue
-                first = self.shared.get(let.name)
-                if first is not None:
-                    for here, there in ((let, first), (first, let)):
-                        self.error(codes.E208, f"shared let '{let.name}' is also defined at {there.span}", here.span,
-                                   "a shared name means one thing in the whole set: rename or remove one")
-                    continue
-                if let.name in ALL_ROOTS or let.name in schema.SHORTHANDS:
-                    what = "context root" if let.name in ALL_ROOTS else "shorthand"
-                    self.error(codes.E204, f"let '{let.name}' would hide the {what} '{let.name}'", let.span,
-                               "give the binding another name")
-                self.shared[let.name] = let
-        for let in self.shared.values():
-            if let.expr is not None:
-                self.expr(let.expr, Scope(None, self.lets_before(self.shared, let)))
-
-    def hides_shared(self, name: str, span: Span) -> bool:
-        """A file's own let or param named like a shared let: reported (E208)."""
-        shared = self.shared.get(name)
-        if shared is None:
-            return False
-        self.error(codes.E208, f"'{name}' would hide the shared let '{name}' of {shared.span}", span,
-                   "give this one another name, or use the shared one")
-        return True
-
-    def shared_unavailable_here(self, node: ast.Name, let: ast.Let, scope: Scope) -> None:
-        """E401 at a rule's use of a shared let that reads what the rule's kind does not have
-        (reported at the read too, in the shared let's file)."""
-        roots = ", ".join(schema.DECISION_ROOTS[scope.kind])  # type: ignore[index]  # a rule's scope: kind is set
-        self.error(codes.E401, f"shared let '{let.name}' ({let.span}) reads a name that is not available in "
-                   f"{_a(scope.kind)} rule", node.span, f"{scope.kind} rules can read {roots}")  # type: ignore[arg-type]  # as above
-
-    def lets_before(self, lets: dict[str, ast.Let], let: ast.Let) -> dict[str, ast.Let]:
-        """What ``let`` 's expression may read: a shared let, the shared lets above it in its file;
-        a file's let, the lets above it, its file's params and every shared let."""
-        if let.shared:
-            return {n: other for n, other in self.shared.items()
-                    if other.span.file == let.span.file and other.span.line < let.span.line}
-        return {n: other for n, other in lets.items()
-                if other.shared or id(other) in self.param_lets or other.span.line < let.span.line}
-
-    def check_params(self) -> None:
-        """Each file's ``param`` s (type, default, name), then the values file's settings; every
-        param becomes a let of its file bound to its value (the default, or the values file's)."""
-        declared: dict[str, dict[str, ast.Param]] = {}
-        for file in self.files:
-            params = declared.setdefault(file.name, {})
-            for param in (s for s in file.statements if isinstance(s, ast.Param)):
-                if not self.bad_param(param, params):
-                    params[param.name] = param
-                elif param.name not in (*params, *self.shared, *ALL_ROOTS, *schema.SHORTHANDS):
-                    # a param whose default is wrong: its uses read 'any', not 'unknown name'
-                    self.params.setdefault(file.name, {})[param.name] = ast.Let(param.name, None, param.span)  # type: ignore[arg-type]  # never compiled: an error
-        values = {name: {p: param.default for p, param in params.items()} for name, params in declared.items()}
-        stems = {_stem(name): name for name in declared}
-        for setting in self.settings:
-            self.apply_setting(setting, declared, values, stems)
-        for name, params in declared.items():
-            lets = self.params.setdefault(name, {})  # (holding the bad params' stand-ins already)
-            for param_name, param in params.items():
-                let = ast.Let(param_name, ast.Literal(values[name][param_name], param.default_span), param.span)
-                lets[param_name] = let
-                self.param_lets.add(id(let))
-
-    def bad_param(self, param: ast.Param, params: dict[str, ast.Param]) -> bool:
-        """A param declared twice, hiding a name, or whose default is not of its type: reported."""
-        if param.name in params:
-            self.error(codes.E206, f"parameter '{param.name}' is already declared at line "
-                       f"{params[param.name].span.line}", param.name_span, "remove one")
-            return True
-        if param.name in ALL_ROOTS or param.name in schema.SHORTHANDS:
-            what = "context root" if param.name in ALL_ROOTS else "shorthand"
-            self.error(codes.E206, f"param '{param.name}' would hide the {what} '{param.name}'", param.name_span,
-                       "give the parameter another name")
-            return True
-        if self.hides_shared(param.name, param.name_span):
-            return True
-        if not _param_fits(param.type, param.default):
-            self.error(codes.E206, f"the default of '{param.name}' is {_describe_value(param.default)}, "
-                       f"not {types.describe(param.type)}", param.default_span,
-                       f"write {_example(param.type)}, or declare another type")
-            return True
-        return False
-
-    def apply_setting(self, setting: Setting, declared, values, stems: dict[str, str]) -> None:
-        """One key of the values file: the param it sets, type-checked (E001, E207, E310)."""
-        stem = max((s for s in stems if setting.key.startswith(s + ".")), key=len, default=None)
-        if stem is None:
-            policy = setting.key.split(".", 1)[0]
-            self.error(codes.E001, f"'{setting.key}': no policy file '{policy}.policy' in the set"
-                       f"{_did_you_mean(policy, stems)}", setting.key_span,
-                       "a key starts with the name of a policy file of the set, without .policy")
-            return
-        file = stems[stem]
-        params, rest = declared[file], setting.key[len(stem) + 1:]
-        name, _, key = rest.partition(".") if rest not in params else (rest, "", "")
-        param = params.get(name)
-        if param is None:
-            declares = ", ".join(f"{p.name} ({p.name_span})" for p in params.values()) or "nothing"
-            self.error(codes.E207, f"{file} declares no parameter '{rest}'{_did_you_mean(rest, params)}",
-                       setting.key_span, f"{file} declares: {declares}")
-            return
-        wanted = types.element(param.type) if key else param.type
-        if param.type == "map[number]" and not key:
-            self.error(codes.E310, f"'{setting.key}' is a map[number] (declared at {param.name_span}): set one "
-                       "key of it", setting.value_span, f"write {setting.key}.nvidia.com/gpu: 2")
-        elif key and not types.is_map(param.type):
-            self.error(codes.E310, f"'{stem}.{name}' is {types.describe(param.type)} (declared at "
-                       f"{param.name_span}), not a map: '.{key}' names nothing", setting.key_span,
-                       f"write {stem}.{name}: {_example(param.type)}")
-        elif not _param_fits(wanted, setting.value):  # type: ignore[arg-type]  # a map type has an element
-            self.error(codes.E310, f"'{setting.key}' is {types.describe(wanted)} (declared at {param.name_span}), "  # type: ignore[arg-type]  # as above
-                       f"this is {_describe_value(setting.value)}", setting.value_span,
-                       f"write {_example(wanted)}")  # type: ignore[arg-type]  # as above
-        elif key:
-            values[file][name] = {**values[file][name], key: setting.value}
-        else:
-            values[file][name] = setting.value
-
-    def constant(self, value, scope: Scope, modifier: str):
-        """The number a ``weight`` / ``normalize`` bound stands for: a literal, a number param of
-        the file, or a shared let of a number literal; None (reported, E311) otherwise."""
-        if not isinstance(value, ast.Name):
-            return value
-        let = scope.lets.get(value.name)
-        literal = let.expr if let is not None else None
-        if isinstance(literal, ast.Literal) and _param_fits("number", literal.value):
-            self.used_lets.add(id(let))
-            return literal.value
-        params = [n for n, other in scope.lets.items() if id(other) in self.param_lets
-                  and isinstance(other.expr, ast.Literal) and _param_fits("number", other.expr.value)]
-        self.error(codes.E311, f"'{modifier}' takes a number: '{value.name}' is not a number parameter of this "
-                   f"file or a shared let of a number{_did_you_mean(value.name, params)}", value.span,
-                   f"declare it, e.g. `param {value.name}: number = 1`, or write the number")
-        return None
 
     # --- statements ------------------------------------------------------------------------------
 
@@ -440,7 +273,7 @@ class Checker:
         wanted = "number" if rule.kind == "score" else "bool"
         if not types.loose(typed.type) and typed.type != wanted:
             self.error(codes.E305, f"a {rule.kind} rule needs {types.describe(wanted)}, this is {types.describe(typed.type)}",
-                       rule.expr.span, _result_hint(rule.kind))
+                       rule.expr.span, result_hint(rule.kind))
 
     def check_modifier(self, modifier: ast.Modifier, checked: CheckedRule, scope: Scope, seen: dict) -> None:
         kind = modifier.kind
@@ -542,27 +375,17 @@ class Checker:
             return self.unavailable(node, scope)
         if name in schema.SHORTHANDS:
             return self.use_shorthand(node, scope)
-        candidates = [*scope.vars, *scope.lets, *roots, *_shorthands_of(scope.kind)]
+        candidates = [*scope.vars, *scope.lets, *roots, *shorthands_of(scope.kind)]
         if name in MODIFIER_KINDS:  # `x and` then an indented `unresolvable`: read as a name
             return self.error(codes.E202, f"unknown name '{name}': '{name}' is a modifier, read here as part of "
                               "the expression", node.span, self.modifier_hint(node.span))
-        return self.error(codes.E202, f"unknown name '{name}'{_did_you_mean(name, candidates)}", node.span,
-                          _name_hint(scope))
-
-    def modifier_hint(self, span: Span) -> str:
-        lines = self.sources.get(span.file, "").split("\n")
-        before = lines[span.line - 2] if 2 <= span.line <= len(lines) + 1 else ""
-        code = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*', " ", before).rstrip()
-        op = re.search(r"(?<![A-Za-z0-9_.])(and|or)$", code)
-        if op and span.column > 1:
-            return (f"'{op.group(1)}' at the end of line {span.line - 1} has nothing after it: finish the "
-                    f"condition or remove '{op.group(1)}'")
-        return "a modifier goes on its own indented line after the rule's expression"
+        return self.error(codes.E202, f"unknown name '{name}'{did_you_mean(name, candidates)}", node.span,
+                          name_hint(scope))
 
     def unavailable(self, node: ast.Name, scope: Scope) -> Typed:
         roots = ", ".join(schema.DECISION_ROOTS[scope.kind])  # type: ignore[index]  # a rule's scope: kind is set
         via = f" ('{scope.shorthand}' reads {node.name})" if scope.shorthand else ""
-        return self.error(codes.E401, f"'{node.name}' is not available in {_a(scope.kind)} rule{via}", node.span,  # type: ignore[arg-type]  # as above
+        return self.error(codes.E401, f"'{node.name}' is not available in {with_article(scope.kind)} rule{via}", node.span,  # type: ignore[arg-type]  # as above
                           f"{scope.kind} rules can read {roots}")
 
     def check_sent(self, node, scope: Scope, type_name: str, key: str, field_name: str | None = None) -> None:
@@ -604,7 +427,7 @@ class Checker:
         return self.let_types[key]
 
     def use_shorthand(self, node: ast.Name, scope: Scope) -> Typed:
-        expansion = ast.respan(_shorthand(node.name), node.span)
+        expansion = ast.respan(parsed_shorthand(node.name), node.span)
         self.names[id(node)] = ("short", expansion)
         return self.expr(expansion, Scope(scope.kind, {}, {}, node.name, scope.protocols))
 
@@ -620,26 +443,13 @@ class Checker:
         return self.error(codes.E301, f"{types.describe(t)} has no fields (reading '.{node.name}')", node.name_span,
                           self.dotted_key_hint(node))
 
-    def dotted_key_hint(self, node: ast.FieldAccess) -> str | None:
-        """``task.annotations.scheduling.example.com/allow``: a map key with dots written after a
-        dot; the hint writes the whole key in brackets."""
-        key_of = node.obj
-        if not isinstance(key_of, ast.FieldAccess) or not types.is_map(self.types.get(id(key_of.obj), "")):
-            return None
-        span = key_of.name_span
-        line = self.sources.get(span.file, "").split("\n")[span.line - 1] if span.file in self.sources else ""
-        key = re.match(r"[A-Za-z0-9_./-]+", line[span.column - 1:])
-        if key is None:
-            return None
-        return f'a key with dots is written in brackets: {self.text(key_of.obj.span)}["{key.group()}"]'
-
     def object_field(self, node: ast.FieldAccess, obj: Typed, scope: Scope) -> Typed:
         f = schema.field(obj.type, node.name)
         if f is None:
-            hint = (_counts_hint(node.name) if obj.type == "counts"
-                    else _resource_hint(node.name) if obj.type == "resources" else None)
+            hint = (counts_hint(node.name) if obj.type == "counts"
+                    else resource_hint(node.name) if obj.type == "resources" else None)
             return self.error(codes.E201, f"unknown field '{node.name}' on {obj.type}"
-                              f"{_did_you_mean(node.name, schema.TYPES[obj.type])}", node.name_span, hint)
+                              f"{did_you_mean(node.name, schema.TYPES[obj.type])}", node.name_span, hint)
         self.check_sent(node, scope, obj.type, f"{obj.type}.{f.name}", f.name)
         if f.session and scope.kind and not (obj.type == "session" and f.name == "open"):
             self.session_kinds.add(scope.kind)
@@ -663,7 +473,7 @@ class Checker:
         if types.is_map(t) or t in schema.INDEX_TYPES:
             self.key_type(node, key, "string")
             if t == "counts" and isinstance(node.key, ast.Literal) and isinstance(node.key.value, str):
-                problem = _counts_key_problem(node.key.value)
+                problem = counts_key_problem(node.key.value)
                 if problem is not None:
                     return self.error(codes.E201, problem[0], node.key.span, problem[1])
             if t in schema.INDEX_TYPES:
@@ -698,7 +508,7 @@ class Checker:
             return self.count_list(node, arg_types[0])
         builtin = BUILTINS.get(node.func)
         if builtin is None:
-            return self.error(codes.E203, f"unknown function '{node.func}'{_did_you_mean(node.func, BUILTINS)}",
+            return self.error(codes.E203, f"unknown function '{node.func}'{did_you_mean(node.func, BUILTINS)}",
                               node.func_span, "docs/language.md lists every builtin")
         required = len(builtin.params) - builtin.optional
         if not required <= len(node.args) <= len(builtin.params):
@@ -718,7 +528,7 @@ class Checker:
         generic = "null"
         for i, (param, actual, arg) in enumerate(zip(builtin.params, arg_types, node.args)):
             if not types.accepts(param, actual):
-                self.error(codes.E306, f"argument {i + 1} of {node.func}() must be {_a_type(param)}, "
+                self.error(codes.E306, f"argument {i + 1} of {node.func}() must be {a_type(param)}, "
                            f"this is {types.describe(actual)}", arg.span, builtin.signature())
             if param == "T":
                 joined = types.unify(generic, actual)
@@ -765,98 +575,6 @@ class Checker:
         if node.op in ("in", "not in"):
             return self.membership(node, left, right)
         return self.comparison(node, left, right)
-
-    def dashed_key(self, node: ast.Binary, scope: Scope) -> Typed | None:
-        """``task.annotations.allow-any-gpu``: a map key with '-' written after a dot reads as a
-        subtraction; reported once, with the bracketed key, and typed as the map's values."""
-        parts: list = []
-        left: ast.Expr = node
-        while isinstance(left, ast.Binary) and left.op == "-":
-            parts.insert(0, left.right)
-            left = left.left
-        text = self.text(node.span)
-        if not isinstance(left, ast.FieldAccess) or not re.fullmatch(r"[^\s]*\.[A-Za-z0-9_]+(-[A-Za-z0-9_]+)+", text) \
-                or not all(isinstance(p, ast.Name) or (isinstance(p, ast.Literal) and isinstance(p.value, int)
-                                                       and not isinstance(p.value, bool)) for p in parts):
-            return None
-        owner = self.expr(left.obj, scope).type
-        if not types.is_map(owner) or (types.element(owner) != "string"
-                                       and all(not self.unknown_name(p.name, scope) for p in parts
-                                               if isinstance(p, ast.Name))):
-            return None
-        for part in (left, *parts):  # typed, so that nothing else is reported about them
-            self.types[id(part)] = "any"
-        key = text[len(self.text(left.obj.span)) + 1:]
-        span = Span(left.name_span.file, left.name_span.line, left.name_span.column, node.span.end_line,
-                    node.span.end_column)
-        self.error(codes.E205, f"'{key}' after a dot reads as a subtraction ({' - '.join(key.split('-'))})",
-                   span, f"a key with '-' is written in brackets: {self.text(left.obj.span)}[\"{key}\"]")
-        return Typed(types.element(owner))  # type: ignore[arg-type]  # a map type has an element
-
-    def unquoted_words(self, node: ast.Binary, scope: Scope) -> Typed | None:
-        """``node.labels.zone == zone-a``: unknown names where a string fits are reported with a
-        hint to quote them (and typed as strings, so nothing else is reported about them)."""
-        words = {"left": self.bare_word(node.left, scope), "right": self.bare_word(node.right, scope)}
-        items = node.right.items if isinstance(node.right, ast.ListLit) and node.op in ("in", "not in") else ()
-        listed = [(item, self.bare_word(item, scope)) for item in items]
-        if not any(words.values()) and not any(w for _, w in listed):
-            return None
-        if (words["left"] and words["right"]) or isinstance(node.left, ast.Literal) \
-                or isinstance(node.right, ast.Literal):
-            return None  # nothing says a string is meant (or a string is right there): plain errors
-        if words["left"]:
-            other = self.expr(node.right, scope).type
-            fits = other == "string" if node.op not in ("in", "not in") else \
-                (other == "string" or types.is_map(other) or types.element(other) == "string")
-            quoted: list[tuple[ast.Expr, str]] = [(node.left, words["left"])] if fits else []
-        else:
-            other = self.expr(node.left, scope).type
-            quoted = [(node.right, words["right"])] if words["right"] else \
-                [(item, word) for item, word in listed if word]
-            if other != "string":
-                quoted = []
-            for item, word in listed:
-                if not word:
-                    self.expr(item, scope)
-        if not quoted:
-            return None if not listed else self.finish_list(node, scope)
-        for word_node, word in quoted:
-            self.types[id(word_node)] = "string"
-            self.error(codes.E202, f"unknown name '{word}'", word_node.span,
-                       f"a string is written in quotes: '{word}'")
-        return Typed("bool")
-
-    def finish_list(self, node: ast.Binary, scope: Scope) -> Typed:
-        """The list's own type once its items were checked one by one."""
-        items = [self.types.get(id(i), "any") for i in node.right.items]  # type: ignore[union-attr]  # a list literal
-        element = "null"
-        for t in items:
-            element = types.unify(element, t) or "any"
-        self.types[id(node.right)] = f"list[{'any' if element == 'null' else element}]"
-        return Typed("bool")
-
-    def bare_word(self, node, scope: Scope) -> str | None:
-        """The text of an unknown name, or of unknown names and numbers joined by '-' (zone-a)."""
-        parts, stack = [], [node]
-        while stack:
-            part = stack.pop()
-            if isinstance(part, ast.Binary) and part.op == "-":
-                stack += [part.left, part.right]
-            elif isinstance(part, (ast.Name, ast.Literal)):
-                parts.append(part)
-            else:
-                return None
-        names = [p.name for p in parts if isinstance(p, ast.Name)]
-        known = [*scope.vars, *scope.lets, *ALL_ROOTS, *schema.SHORTHANDS]
-        if not names or any(not self.unknown_name(n, scope) for n in names) or _did_you_mean(names[0], known) \
-                or any(isinstance(p, ast.Literal) and not isinstance(p.value, int) for p in parts):
-            return None
-        text = self.text(node.span)
-        return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else None
-
-    @staticmethod
-    def unknown_name(name: str, scope: Scope) -> bool:
-        return not (name in scope.vars or name in scope.lets or name in ALL_ROOTS or name in schema.SHORTHANDS)
 
     def logical(self, node, left: str, right: str) -> Typed:
         for side, t in (("left", left), ("right", right)):
@@ -910,42 +628,11 @@ class Checker:
         if not fits:
             verb = "compares" if node.op in ("==", "!=") else "orders"
             always = {"==": ": always false", "!=": ": always true"}.get(node.op, "")
-            hint = self.string_hint(node)
+            hint = self.string_hint(node) or self.object_hint(node)
             said = f": {hint}" if hint else always + (f"; {self.bool_hint(node)}" if self.bool_hint(node) else "")
             self.error(codes.E302, f"'{node.op}' {verb} {types.describe(left)} with {types.describe(right)}{said}",
                        node.op_span)
         return Typed("bool")
-
-    def bool_hint(self, node: ast.Binary) -> str | None:
-        """``annotations are strings: write "true"`` for a string compared with ``true``/``false``."""
-        for side, other in ((node.left, node.right), (node.right, node.left)):
-            if self.types.get(id(side)) == "string" and isinstance(other, ast.Literal) \
-                    and isinstance(other.value, bool):
-                read = side
-                while isinstance(read, ast.Binary) and read.op == "-":  # a dashed key (E205)
-                    read = read.left
-                owner = read.obj if isinstance(read, (ast.FieldAccess, ast.Index)) else None
-                what = owner.name if isinstance(owner, ast.FieldAccess) and owner.name in _STRING_MAPS \
-                    else self.text(side.span)
-                are = "are strings" if what in _STRING_MAPS else "is a string"
-                return f'{what} {are}: compare with "{str(other.value).lower()}"'
-        return None
-
-    def string_hint(self, node: ast.Binary) -> str | None:
-        """``labels are strings: compare number(node.labels.x)`` for a string-map read beside a number."""
-        for side, other in ((node.left, node.right), (node.right, node.left)):
-            if self.types.get(id(side)) == "string" and self.types.get(id(other)) == "number":
-                owner = side.obj if isinstance(side, (ast.FieldAccess, ast.Index)) else None
-                if isinstance(owner, ast.FieldAccess) and owner.name in _STRING_MAPS:
-                    return f"{owner.name} are strings: compare number({self.text(side.span)})"
-                return f"convert the string with number({self.text(side.span)})"
-        return None
-
-    def text(self, span: Span) -> str:
-        lines = self.sources.get(span.file, "").split("\n")
-        if span.line == span.end_line and span.line <= len(lines):
-            return lines[span.line - 1][span.column - 1:span.end_column - 1]
-        return "..."
 
     def expr_Cond(self, node: ast.Cond, scope) -> Typed:
         self.condition(node.test, scope, "'if'")
@@ -979,123 +666,3 @@ def _origin(obj: Typed) -> tuple[str, tuple] | None:
     if obj.origin is None and obj.type in WIRE_ROOTS:
         return (obj.type, ())
     return obj.origin
-
-
-@functools.lru_cache(maxsize=None)
-def _shorthand(name: str):
-    text = schema.SHORTHANDS[name][0]
-    return parse_expression(text, Locator(f"<shorthand {name}>"))
-
-
-def _stem(file: str) -> str:
-    """A policy file's name as the values file's keys name it: without ``.policy``."""
-    return file[:-len(".policy")] if file.endswith(".policy") else file
-
-
-def _param_fits(type_: str, value: object) -> bool:
-    """Whether a default or a values-file value is of a ``param`` type."""
-    if type_ == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if type_ == "map[number]":
-        return isinstance(value, dict) and all(_param_fits("number", v) for v in value.values())
-    return isinstance(value, {"string": str, "bool": bool}[type_])
-
-
-def _describe_value(value: object) -> str:
-    if isinstance(value, bool):
-        return f"the bool {str(value).lower()}"
-    if isinstance(value, (int, float)):
-        return f"the number {value}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, dict):
-        return "a map"
-    return "null" if value is None else f"a {type(value).__name__}"
-
-
-def _example(type_: str) -> str:
-    return {"number": "a number, e.g. 2", "string": "a string, e.g. \"a100\"", "bool": "true or false",
-            "map[number]": "a map, e.g. {\"nvidia.com/gpu\": 2}"}.get(type_, type_)
-
-
-def _did_you_mean(name: str, candidates) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _name_hint(scope: Scope) -> str:
-    roots = schema.DECISION_ROOTS[scope.kind] if scope.kind else ALL_ROOTS
-    return f"names here: {', '.join([*roots, *_shorthands_of(scope.kind), *scope.lets, *scope.vars])}"
-
-
-@functools.lru_cache(maxsize=None)
-def _shorthands_of(kind: str | None) -> tuple[str, ...]:
-    """The shorthands a rule of ``kind`` can use: those whose expansion reads only its names
-    (``free_gpu`` reads node: not in an enqueue rule); every one outside a rule."""
-    if kind is None:
-        return tuple(schema.SHORTHANDS)
-    roots = schema.DECISION_ROOTS[kind]
-    return tuple(name for name in schema.SHORTHANDS if all(n in roots for n in _names_in(_shorthand(name))))
-
-
-def _names_in(node) -> set[str]:
-    """The names an expression reads."""
-    found, stack = set(), [node]
-    while stack:
-        part = stack.pop()
-        if isinstance(part, ast.Name):
-            found.add(part.name)
-        stack.extend(ast.children(part))
-    return found
-
-
-def _resource_hint(name: str) -> str:
-    return f"read other resources by their full name with brackets, e.g. [\"nvidia.com/{name}\"]"
-
-
-#: What ``counts`` counts besides resources is ``tasks``; these words name other things, never a
-#: resource: a key or field ending in one wants session.allocations.
-_NOT_RESOURCES = frozenset({"task", "tasks", "job", "jobs", "node", "nodes", "queue", "queues",
-                            "allocation", "allocations", "eviction", "evictions"})
-#: Kubernetes resource names without a domain (any other resource is "domain/name").
-_NATIVE_RESOURCES = frozenset({"cpu", "memory", "storage", "ephemeral-storage", "pods",
-                               *schema.RESOURCE_SHORTHANDS})
-_ALLOCATIONS_HINT = ("to count this cycle's allocations by job and node together, or only some of them, "
-                     "aggregate over session.allocations, e.g. count(a for a in session.allocations "
-                     "if a.job == task.job_id and a.node == node.name and a.requests.gpu > 0)")
-_COUNTS_FIELDS = "counts has .tasks and the resources .cpu, .memory, .gpu, .pods, .ephemeral_storage"
-
-
-def _counts_hint(name: str) -> str:
-    """The hint for an unknown field on ``counts`` (never a made-up resource name)."""
-    if name.lower() in _NOT_RESOURCES:
-        return f"{_COUNTS_FIELDS}; {_ALLOCATIONS_HINT}"
-    return f"{_COUNTS_FIELDS}; read another resource by its full name in brackets, e.g. [\"nvidia.com/gpumem\"]"
-
-
-def _counts_key_problem(key: str) -> tuple[str, str] | None:
-    """(message, hint) when ``counts[key]`` can only read 0: ``key`` names no resource."""
-    last = key.rsplit("/", 1)[-1]
-    if key in ("tasks", "task"):
-        return (f"unknown key '{key}' on counts: the number of tasks is a field",
-                "write .tasks, e.g. session.node.tasks")
-    if last.lower() in _NOT_RESOURCES:
-        return (f"unknown key '{key}' on counts: counts holds the number of tasks and resource amounts, "
-                f"not {last}", _ALLOCATIONS_HINT)
-    if "/" not in key and key not in _NATIVE_RESOURCES and not key.startswith(("hugepages-", "attachable-volumes-")):
-        return (f"unknown key '{key}' on counts: a resource other than cpu, memory, storage, "
-                "ephemeral-storage, pods and hugepages-* is named with its domain",
-                f"{_COUNTS_FIELDS}; read another resource by its full name, e.g. [\"nvidia.com/gpumem\"]")
-    return None
-
-
-def _result_hint(kind: str) -> str:
-    return "a score rule computes a number" if kind == "score" else f"a {kind} rule is a condition"
-
-
-def _a(word: str) -> str:
-    return f"an {word}" if word[0] in "aeiou" else f"a {word}"
-
-
-def _a_type(pattern: str) -> str:
-    return " or ".join(types.describe(p) for p in pattern.split("|"))

@@ -38,6 +38,9 @@ E000 = _code("E000", "cannot read", "a policy file or directory cannot be read (
 E001 = _code("E001", "bad values file", "the values file (`values.yaml`) is not YAML, not a mapping "
              "of parameter keys, sets one key twice, or names a policy file the set does not hold",
              "keys are POLICY.PARAM (binpack.gpu_weight) or POLICY.MAP.KEY (binpack.resources.nvidia.com/gpu)")
+E002 = _code("E002", "two values files", "a policy set holds more than one values file (`dev-values.yaml` "
+             "beside `prod-values.yaml`): which one wins would depend on the names",
+             "keep one values file per set: the cluster's, given with --values FILE (serve: values_file)")
 
 E101 = _code("E101", "syntax error", "the text is not a statement of the language: an unexpected "
              "token, an incomplete statement, `=` for `==`, chained comparisons, a rule name without "
@@ -89,8 +92,9 @@ E306 = _code("E306", "wrong argument", "an argument of a builtin of the wrong ty
              "must be a literal and is not", "the hint gives the builtin's signature")
 E307 = _code("E307", "wrong number of arguments", "a builtin called with too few or too many "
              "arguments", "the hint gives the builtin's signature")
-E308 = _code("E308", "invalid regex", "the pattern of matches() does not compile",
-             "the message quotes the regex engine's error")
+E308 = _code("E308", "invalid regex", "the pattern of matches() does not compile, or compiles to "
+             "more than 2048 instructions of the regex engine (RE2)",
+             "the message quotes the regex engine's error, or says how large the pattern is")
 E309 = _code("E309", "bad index", "`[...]` on a value that cannot be indexed, or with a key of "
              "the wrong type", "maps take strings, lists take numbers")
 E310 = _code("E310", "parameter value of the wrong type", "the values file sets a parameter to "
@@ -132,15 +136,36 @@ E502 = _code("E502", "nested too deep", "an expression nested more than 100 leve
              "name parts of it with let")
 E503 = _code("E503", "number literal out of range", "a number literal beyond 2^63",
              "use a smaller number")
-E504 = _code("E504", "regex can backtrack", "a matches() pattern whose repeats can backtrack "
-             "catastrophically or polynomially", "anchor it with ^, bound its repeats ({1,63}) or use fewer of them")
+E504 = _code("E504", "regex needs backtracking", "a matches() pattern with a construct the linear-time "
+             "engine (RE2) does not have: a backreference, a lookahead or lookbehind, an atomic group, a "
+             "possessive quantifier, a conditional group, `\\Z`", "the message says what to write instead")
 E510 = _code("E510", "number out of range", "evaluation produced a number beyond 2^63",
              "the rule errs for this input; bound the arithmetic")
 E511 = _code("E511", "result too long", "evaluation built a string or list longer than 65536",
              "the rule errs for this input; build less")
 E512 = _code("E512", "evaluation too large", "an aggregate over more than 100000 elements, or "
-             "one evaluation visiting more than 1000000 in all",
-             "the rule errs for this input; aggregate over less")
+             "one call visiting more than 1000000 in all (every evaluation of the call together: a "
+             "score rule once per node of a prioritize call)",
+             "the rule errs for this input; aggregate over less (`check` estimates each rule's cost, "
+             "`check --scale` measures it)")
+E513 = _code("E513", "past the scheduler's timeout", "a call still evaluating `volcano_timeout` "
+             "seconds after it began to arrive: Volcano has given up on the answer (its "
+             "`extender.httpTimeout`), so the call stops and answers 500",
+             "make the rules cheaper (`check --scale`), or raise extender.httpTimeout and volcano_timeout together")
 
+W001 = _code("W001", "empty values file", "a values file that sets nothing (empty, or only comments): "
+             "every parameter keeps its default", "set the cluster's values in it, or leave it out of the set")
 W201 = _code("W201", "unused let", "a `let` that no rule reads (a warning: the set loads)",
              "use it in a rule or remove it; `check --strict` makes warnings errors")
+W301 = _code("W301", "protection overridden by another tier", "a victim rule protects pods that another "
+             "plugin of the scheduler conf (check --scheduler-conf) can still evict: a later tier chooses again "
+             "when the extender's tier ends with no victims, or a plugin after the extender in its tier starts over",
+             "policy-extender volcano-conf --final-victims switches the other plugins' victim functions off")
+W302 = _code("W302", "if none abstain on a protecting rule", "a victim rule with `if none abstain` under a "
+             "scheduler conf where other plugins choose victims: its Abstain lets them evict what it refuses",
+             "drop `if none abstain`, or make the victim rules final (volcano-conf --final-victims)")
+W501 = _code("W501", "quadratic rule", "a rule whose cost per call (elements visited, estimated from its "
+             "expression: docs/language.md, \"Cost\") has a term with two sizes that grow with the cluster "
+             "(nodes x nodes, nodes x this cycle's allocations, ...): it passes small fixtures and meets "
+             "E512 or E513 at scale (a warning: the set loads)",
+             "the message says what to read instead; `check --scale nodes=N,tasks=M` measures the rule")

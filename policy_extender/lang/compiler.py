@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from policy_extender import schema
 from policy_extender.errors import EvalError
-from policy_extender.lang import ast, codes, runtime, types
+from policy_extender.lang import ast, runtime, types
+from policy_extender.lang.budget import current as current_budget
 from policy_extender.lang.builtins import BUILTINS
 from policy_extender.lang.checker import Checked, CheckedRule
 from policy_extender.lang.explain import explainer
@@ -63,8 +64,10 @@ class CompiledRule:
             raise
 
 
-def compile_rules(checked: Checked) -> list[CompiledRule]:
-    compiler = Compiler(checked)
+def compile_rules(checked: Checked, probe=None) -> list[CompiledRule]:
+    """The rules compiled; with a ``lang.probe.Probe``, their guards and the operands of every
+    ``and``/``or`` record their outcomes there (expression coverage of the fixture runner)."""
+    compiler = Compiler(checked, probe)
     return [compiler.rule(r) for r in checked.rules]
 
 
@@ -76,9 +79,10 @@ def _constant_text(template: ast.Template | None) -> str | None:
 
 
 class Compiler:
-    def __init__(self, checked: Checked):
+    def __init__(self, checked: Checked, probe=None):
         self.checked = checked
         self.lets: dict[int, Fn] = {}
+        self.probe = probe  # lang.probe.Probe, or None (served sets)
 
     def type_of(self, node) -> str:
         return self.checked.types.get(id(node), "any")
@@ -99,6 +103,8 @@ class Compiler:
             applies: Fn | None = guards[0]  # True or False already: no ``is True`` layer (a call less per rule)
         else:
             applies = _all_true(guards) if guards else None
+        if self.probe is not None and applies is not None:
+            applies = self.probe.guard((checked.file, rule.span.line, rule.span.column), applies)
         return CompiledRule(
             checked.name, checked.kind, checked.file, rule.span.line, rule.span.column,
             applies, self.expr(rule.expr),
@@ -269,6 +275,9 @@ class Compiler:
     def expr_Binary(self, node: ast.Binary) -> Fn:
         fl, fr = self.expr(node.left), self.expr(node.right)
         op = node.op
+        if self.probe is not None and op in ("and", "or"):
+            fl = self.probe.operand(node.left.span, self.source(node.left), fl)
+            fr = self.probe.operand(node.right.span, self.source(node.right), fr)
         if op == "and":
             return lambda c: fl(c) is True and fr(c) is True
         if op == "or":
@@ -313,7 +322,7 @@ class Compiler:
         source = self.indexed(node, slot)
         if source is None:
             items = self.expr(node.iterable)
-            source = lambda c: _elements(c, items, span)  # noqa: E731
+            source = lambda c: _elements(c, items, span)  # noqa: E731 - a closure like the indexed source
         return _AGGREGATES[node.func](source, elem, cond, slot, span, bool_elem)
 
     # --- the index of session.allocations / session.evictions ---------------------------------------
@@ -426,7 +435,8 @@ def _spent(c: Context, value, span):
     """``value``, after charging what visiting it costs to this evaluation's work budget.
 
     One aggregate is bounded by MAX_ITERATIONS, but nested aggregates, or list operations inside
-    one, multiply: the budget bounds the whole evaluation (E512), so no policy can hold a worker.
+    one, multiply: the budget bounds the whole call (E512), and its deadline the time (E513), so
+    no policy can hold a worker.
     """
     kind = type(value)
     if kind is str:
@@ -438,11 +448,13 @@ def _spent(c: Context, value, span):
 
 
 def _charge(c: Context, cost: int, span) -> None:
-    c.work -= cost
-    if c.work < 0:
-        raise EvalError(codes.E512, f"evaluation visited more than {runtime.MAX_WORK} elements "
-                        "(nested aggregates or list operations inside one); limit "
-                        f"{runtime.MAX_WORK}", span)
+    """``cost`` off the call's budget (``lang.budget``: one per call, shared by its evaluations)."""
+    b = c.budget
+    if b is None:
+        b = c.budget = current_budget()
+    b.left -= cost
+    if b.left < b.look_at:  # nothing left, or time to look at the clock
+        b.look(span)
 
 
 def _elements(c: Context, items: Fn, span) -> list:

@@ -151,7 +151,7 @@ class Formatter:
     def as_written(self, node) -> str:
         """A statement or modifier kind without an entry in the tables below: its source text,
         comments taken out and lines joined (strings never span lines, so none is changed)."""
-        keep = lambda m: "" if m.group().startswith("#") else m.group()  # noqa: E731
+        keep = lambda m: "" if m.group().startswith("#") else m.group()  # noqa: E731 - a one-line re.sub callback
         lines = (_STRING_OR_COMMENT.sub(keep, line).strip() for line in self.source_text(node.span).split("\n"))
         return " ".join(line for line in lines if line)
 

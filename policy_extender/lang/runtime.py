@@ -9,12 +9,12 @@ from typing import Any
 import msgspec
 
 from policy_extender.errors import EvalError
-from policy_extender.lang import codes
+from policy_extender.lang import budget, codes
 
 MAX_NUMBER = 2**63            # |a number| beyond this is an error (Go's int64 range)
 MAX_LENGTH = 65536            # characters of a built string, elements of a built list
 MAX_ITERATIONS = 100_000      # elements an aggregate may visit
-MAX_WORK = 1_000_000          # elements one evaluation may visit (aggregates, list operations)
+MAX_WORK = budget.MAX_WORK    # elements one call may visit (aggregates, list operations): lang/budget.py
 
 
 def is_number(value: object) -> bool:
@@ -157,7 +157,7 @@ class Context(msgspec.Struct, gc=False):
     node: Any = None
     evictor: Any = None
     evictee: Any = None
-    work: int = MAX_WORK  # what this evaluation may still visit (see compiler._spent)
+    budget: Any = None  # the call's Budget (lang/budget.py), taken on the first charge (compiler._charge)
     _job: Any = _UNSET
     _queue: Any = _UNSET
     _session: Any = _UNSET

@@ -16,9 +16,10 @@ from policy_extender.policyset.files import DuplicateFile, read_snapshot, versio
 SUFFIXES = (".policy", VALUES_SUFFIX)
 
 
-def compile_sources(sources: dict[str, str]) -> PolicySet:
-    """Compile policy files given as {file name: text}; raises PolicyError with every problem."""
-    return PolicySet(sources, lang.compile(sources), version_of(sources))
+def compile_sources(sources: dict[str, str], probe=None) -> PolicySet:
+    """Compile policy files given as {file name: text}; raises PolicyError with every problem.
+    ``probe`` (``lang.probe.Probe``): the fixture runner's expression coverage, never served."""
+    return PolicySet(sources, lang.compile(sources, probe), version_of(sources))
 
 
 def load_directories(paths) -> PolicySet:

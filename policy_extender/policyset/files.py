@@ -31,10 +31,13 @@ polling the fallback that always works. ``watch.DirectoryWatcher`` says when to 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from policy_extender.lang.values import VALUES_SUFFIX
 
 #: ConfigMap volumes point this link at the complete, current payload directory.
 DATA_LINK = "..data"
@@ -106,11 +109,34 @@ def read_snapshot(paths: list[str], suffixes: tuple[str, ...]) -> PolicyFiles:
 
 def read_path(path: str, suffixes: tuple[str, ...]) -> dict[str, bytes]:
     if os.path.isfile(path):  # a single file (e.g. a subPath mount, which never updates)
+        check_inside(path, os.path.dirname(path) or ".")
         try:
             return {os.path.basename(path): read_file(path)}
         except FileNotFoundError:
             pass  # removed just now: reported below as missing
+    if path.endswith(VALUES_SUFFIX) and not os.path.isdir(path):
+        raise ReadError(f"{path}: the set's values file does not exist; create it, or name the "
+                        "cluster's values file (--values FILE, or values_file in the serve config)")
     return read_directory(path, suffixes)
+
+
+class OutsideDirectory(ReadError):
+    """A policy file is a symbolic link to a file outside its directory: refused, never read."""
+
+
+def inside(path: str, directory: str) -> bool:
+    """Whether ``path``, every symlink resolved, is ``directory`` (resolved) or under it."""
+    resolved, base = os.path.realpath(path), os.path.realpath(directory)
+    return resolved == base or resolved.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def check_inside(path: str, directory: str, shown: str | None = None) -> None:
+    """Raise ``OutsideDirectory`` when ``path`` resolves outside ``directory``. The message names
+    the link (as ``shown``) and its directory, never where it points (nor anything of the file)."""
+    if not inside(path, directory):
+        raise OutsideDirectory(
+            f"{shown or path}: a symbolic link to a file outside {directory}: refused, not read; put the "
+            "policy file itself in the directory (a ConfigMap volume's links into its ..data are fine)")
 
 
 def digest_of(files: Mapping[str, bytes | str]) -> str:
@@ -147,12 +173,16 @@ def read_directory_once(directory: str, suffixes: tuple[str, ...]) -> dict[str, 
     """The files, or None when the directory changed while they were read."""
     target = data_target(directory)
     root = target or directory
-    before = signature(root, suffixes)
+    before = signature(root, suffixes, directory)
     try:
         files = {name: read_file(os.path.join(root, name)) for name in before}
     except FileNotFoundError:
         return None  # the old timestamped directory was deleted while we read it
-    if data_target(directory) != target or signature(root, suffixes) != before:
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a file became a symlink after it was listed: list again
+            return None
+        raise
+    if data_target(directory) != target or signature(root, suffixes, directory) != before:
         return None
     return files
 
@@ -162,14 +192,18 @@ def data_target(directory: str) -> str | None:
     link = os.path.join(directory, DATA_LINK)
     if not os.path.lexists(link):
         return None
+    check_inside(link, directory)  # the kubelet's points at a sibling ``..2026_…`` directory
     return os.path.realpath(link)
 
 
-def signature(root: str, suffixes: tuple[str, ...]) -> dict[str, tuple[int, int, int, int]]:
+def signature(root: str, suffixes: tuple[str, ...],
+              directory: str | None = None) -> dict[str, tuple[int, int, int, int]]:
     """{policy file name: (device, inode, size, mtime)} of the visible files under ``root``.
 
     Hidden entries (``..data``, ``..2026_…``, editor swap files) are skipped; symlinks are followed
-    and dangling ones skipped (a key the kubelet is removing).
+    and dangling ones skipped (a key the kubelet is removing). A file that resolves outside
+    ``directory`` (the policy directory ``root`` belongs to; ``root`` itself when None) raises
+    ``OutsideDirectory``: a link such as ``zone.policy -> /etc/shadow`` is never read.
     """
     found = {}
     try:
@@ -184,6 +218,7 @@ def signature(root: str, suffixes: tuple[str, ...]) -> dict[str, tuple[int, int,
         except FileNotFoundError:
             continue
         if os.path.isfile(entry.path):
+            check_inside(entry.path, directory or root, shown=os.path.join(directory or root, entry.name))
             found[entry.name] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     return found
 
@@ -192,7 +227,7 @@ def set_files(directory: str, suffixes: tuple[str, ...]) -> dict[str, str]:
     """{file name: path} of the files that make the policy set of ``directory`` (the rule in the
     module docstring), sorted by name; a ConfigMap volume's are the paths in its payload."""
     root = data_target(directory) or directory
-    return {name: os.path.join(root, name) for name in sorted(signature(root, suffixes))}
+    return {name: os.path.join(root, name) for name in sorted(signature(root, suffixes, directory))}
 
 
 def files_outside_set(directory: str, suffixes: tuple[str, ...]) -> list[str]:
@@ -210,5 +245,8 @@ def files_outside_set(directory: str, suffixes: tuple[str, ...]) -> list[str]:
 
 
 def read_file(path: str) -> bytes:
-    with open(os.path.realpath(path), "rb") as f:
+    """The file's bytes, opened by its resolved path with ``O_NOFOLLOW``: a file swapped for a
+    symlink after it was checked raises ``ELOOP`` instead of being followed."""
+    fd = os.open(os.path.realpath(path), os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
         return f.read()

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from cachetools import LRUCache
 
+from policy_extender.decide.policy_set import PolicySet
 from policy_extender.policyset.compile import compile_sources
 
 log = logging.getLogger("policy_extender.store")  # the name the docs and log configs use
@@ -40,15 +41,15 @@ class PolicyStore:
         self._compile = compile
         self._lock = threading.Lock()
         self._by_version: LRUCache = LRUCache(CACHE_SIZE)
-        self.current: Any | None = None
+        self.current: PolicySet | None = None
 
-    def activate(self, policy_set: Any) -> None:
+    def activate(self, policy_set: PolicySet) -> None:
         """Make ``policy_set`` current (the reloader's ``on_change``): the next open pins it."""
         with self._lock:
             self._by_version[policy_set.version] = policy_set
             self.current = policy_set
 
-    def pinned(self, version: str, sources_of: Callable[[str], dict[str, str] | None]) -> Any:
+    def pinned(self, version: str, sources_of: Callable[[str], dict[str, str] | None]) -> PolicySet:
         """The policy set of ``version``, compiled from ``sources_of(version)`` if not cached."""
         current = self.current
         if current is not None and current.version == version:
@@ -59,7 +60,7 @@ class PolicyStore:
             return found
         return self._compile_version(version, sources_of)
 
-    def _compile_version(self, version: str, sources_of: Callable[[str], dict[str, str] | None]) -> Any:
+    def _compile_version(self, version: str, sources_of: Callable[[str], dict[str, str] | None]) -> PolicySet:
         sources = sources_of(version)
         if sources is None:
             raise UnknownPolicyVersion(f"session pinned to policy version {version}, whose sources "

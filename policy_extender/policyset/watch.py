@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from typing import Any
 
 
@@ -36,7 +38,7 @@ class DirectoryWatcher:
         observer = Observer()
         observer.daemon = True
         try:
-            for directory in self._dirs:
+            for directory in dict.fromkeys(map(_watched, self._dirs)):
                 observer.schedule(WakeOnAnyEvent(), directory, recursive=False)
             observer.start()
         except OSError:
@@ -49,3 +51,9 @@ class DirectoryWatcher:
             self._observer.stop()
             self._observer.join(timeout=2)
             self._observer = None
+
+
+def _watched(path: str) -> str:
+    """The directory to watch for ``path``: itself, or a single file's (a set's values file)
+    directory, which also sees the file replaced by a rename."""
+    return path if os.path.isdir(path) or not os.path.exists(path) else os.path.dirname(os.path.abspath(path))

@@ -17,39 +17,38 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from policy_extender.decide.table import SESSION_CACHE, SESSION_NONE, SESSION_OPENS, SESSION_STORE
+from policy_extender.decide.verbs import EVERY_VERB
 from policy_extender.session.cache import NOT_READ
-from policy_extender.verb_names import kube_scheduler
-from policy_extender.verb_names.volcano import ALLOCATE, DEALLOCATE, JOB_ENQUEUED, ON_SESSION_CLOSE, ON_SESSION_OPEN
 
 from .recorder import Recorder
 from .redact import annotation_keys_read, parse_kinds
 
-#: verbs whose handler reads ``sessions.head()`` itself rather than through the SessionCache
-READS_HEAD_ITSELF = frozenset({ON_SESSION_CLOSE, ALLOCATE, DEALLOCATE, JOB_ENQUEUED})
-#: verbs of a scheduler without sessions (kube-scheduler's): recorded outside any cycle, with the
-#: version of the set that answered them (the current one)
-WITHOUT_SESSION = frozenset(kube_scheduler.VERB_KINDS)
 
 
 class Capture:
-    """One verb call being recorded."""
+    """One verb call being recorded, in the cycle its handler saw: how it reads the session head
+    is its verb's ``session`` (``decide.table.Verb``). A call of a scheduler without sessions
+    (kube-scheduler's) is recorded outside any cycle, with the version of the set that answered
+    it (the current one)."""
 
     def __init__(self, service: Any, kind: str, environ: dict) -> None:
         self.service, self.kind = service, kind
+        self.session = EVERY_VERB[kind].session
         self.started_ns = time.time_ns()
         self.head = NOT_READ
-        if kind in WITHOUT_SESSION:
+        if self.session == SESSION_NONE:
             self.head = None
-        elif kind in READS_HEAD_ITSELF:
+        elif self.session == SESSION_STORE:  # its handler reads sessions.head() itself
             self.head = service.sessions.head()
-        elif kind != ON_SESSION_OPEN:
+        elif self.session == SESSION_CACHE:
             service.session_cache.forget_last_head()
 
     def finish(self, status: int, response: bytes, request: bytes | None) -> None:
         head: Any = self.head  # a Head, None (no session) or NOT_READ (replaced below)
-        if self.kind not in READS_HEAD_ITSELF and self.kind != ON_SESSION_OPEN and self.kind not in WITHOUT_SESSION:
+        if self.session == SESSION_CACHE:
             head = self.service.session_cache.last_head()  # what the handler's env() read
-        if head is NOT_READ or self.kind == ON_SESSION_OPEN:  # refused before the handler ran
+        if head is NOT_READ or self.session == SESSION_OPENS:  # refused before the handler ran
             head = self.service.sessions.head()
         version = head.policy_version if head is not None else _current_version(self.service)
         self.service.recorder.record(

@@ -88,7 +88,8 @@ def decompress(data: bytes) -> bytes:
 def read_records(path: str, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
     """(offset, record) for every sound record of ``path``; damage is appended to ``problems``."""
     try:
-        with open(path, "rb") as stream:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))  # not a planted link
+        with os.fdopen(fd, "rb") as stream:
             data = stream.read()
     except OSError as error:
         problems.append(Problem(path, 0, f"cannot read: {error.strerror}"))

@@ -11,18 +11,21 @@ Files are created 0600 in 0700 directories.
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import logging
 import os
 import queue
 import socket
+import stat
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
-from policy_extender.verb_names.volcano import PREEMPTABLE, RECLAIMABLE
+from policy_extender import process
+from policy_extender.decide.verbs import EVERY_VERB
 
 from . import frames, redact, rotation
 
@@ -112,7 +115,7 @@ class Recorder:
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every queued call is written; False on timeout."""
-        if self._pid != os.getpid():
+        if self._pid != process.pid:
             return True
         deadline = time.monotonic() + timeout
         while self._queue.unfinished_tasks and time.monotonic() < deadline:
@@ -120,7 +123,7 @@ class Recorder:
         return not self._queue.unfinished_tasks
 
     def close(self, timeout: float = 30.0) -> None:
-        if self._pid != os.getpid():
+        if self._pid != process.pid:
             return
         self.flush(timeout)
         self._queue.put(_STOP)
@@ -129,7 +132,7 @@ class Recorder:
 
     def _ensure_writer(self) -> None:
         """Start this process's writer (again after a fork: threads do not survive it)."""
-        if self._pid == os.getpid():
+        if self._pid == process.pid:
             return
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue(self.queue_items)
@@ -138,7 +141,7 @@ class Recorder:
         writer = _Writer(self)
         self._thread = threading.Thread(target=writer.run, name="policy-extender-recorder",
                                         daemon=True)
-        self._pid = os.getpid()
+        self._pid = process.pid
         self._thread.start()
         atexit.register(self.close, 5.0)  # a worker's graceful exit writes what is queued
 
@@ -199,8 +202,9 @@ class _Writer:
         return redact.redact_body(body, kinds, self._keys(version))
 
     def _redacted_response(self, verb: str, body: bytes, version: str) -> bytes:
-        """Victims answers carry whole TaskInfos: redacted like requests."""
-        return self._redacted(body, version) if verb in (PREEMPTABLE, RECLAIMABLE) else body
+        """An answer that carries whole objects (victims answers: TaskInfos), redacted like requests."""
+        entry = EVERY_VERB.get(verb)
+        return self._redacted(body, version) if entry is not None and entry.redact_answer else body
 
     def _keys(self, version: str) -> frozenset[str]:
         if version not in self.keys_by_version:
@@ -219,7 +223,8 @@ class _Writer:
         directory = os.path.join(self.recorder.directory, cycle)
         make_private_dir(directory)
         path = os.path.join(directory, f"{self.host}-{os.getpid()}.rec")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        # never through a symbolic link planted at the file's name (another user's file written to)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | NOFOLLOW, 0o600)
         os.fchmod(fd, 0o600)
         if os.fstat(fd).st_size == 0:
             frames.write_all(fd, frames.frame_parts(self._header(cycle, session_id, opened_at)))
@@ -256,7 +261,15 @@ class _Writer:
         self.files.clear()
 
 
+#: ``O_NOFOLLOW`` where the system has it: opening a symbolic link fails (``ELOOP``)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
 def make_private_dir(path: str) -> None:
-    """``path`` (and missing parents) as a directory only its owner can enter (0700)."""
+    """``path`` (and missing parents) as a directory only its owner can enter (0700); a symbolic
+    link there is refused (OSError), not followed: the recording is written only where it says."""
     os.makedirs(path, mode=0o700, exist_ok=True)
+    if stat.S_ISLNK(os.lstat(path).st_mode):
+        raise OSError(errno.ELOOP, f"{path} is a symbolic link: the recorder writes only into "
+                      "directories, never through a link; remove it or record elsewhere")
     os.chmod(path, 0o700)

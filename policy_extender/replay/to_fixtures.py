@@ -51,25 +51,31 @@ class Written:
 
 
 def write_fixtures(recording: str, policy_set: Any, policy_dir: str, out: str,
-                   keyword: str | None = None) -> Written:
+                   keyword: str | None = None, values: str | None = None) -> Written:
+    """``values``: the values file of the set (``replay --values``), named by the files' ``values:``."""
     written = Written()
     replayer = Replayer(policy_set)
-    policy_files = _policy_paths(policy_set, policy_dir, out)
+    policy_files = _policy_paths(policy_set, policy_dir, out, values)
+    head: dict[str, Any] = {"policies": policy_files}
+    if values:
+        head["values"] = os.path.relpath(values, out)
     for cycle in read_cycles(recording, written.problems):
         cases = list(_cases(cycle, replayer, out, keyword))
         if cases:
             path = Path(out) / f"{cycle.name}.fixtures.yaml"
-            path.write_text(yaml.safe_dump({"policies": policy_files, "cases": cases},
+            path.write_text(yaml.safe_dump({**head, "cases": cases},
                                            sort_keys=False, allow_unicode=True), encoding="utf-8")
             written.files.append(str(path))
             written.cases += len(cases)
     return written
 
 
-def _policy_paths(policy_set: Any, policy_dir: str, out: str) -> list[str]:
-    """The set's files, relative to OUT, where fixture files resolve ``policies:``."""
+def _policy_paths(policy_set: Any, policy_dir: str, out: str, values: str | None = None) -> list[str]:
+    """The set's files (but the values file named apart), relative to OUT, where fixture files
+    resolve ``policies:``."""
     Path(out).mkdir(parents=True, exist_ok=True)
-    return [os.path.relpath(Path(policy_dir) / name, out) for name in sorted(policy_set.sources)]
+    apart = os.path.basename(values) if values else None
+    return [os.path.relpath(Path(policy_dir) / name, out) for name in sorted(policy_set.sources) if name != apart]
 
 
 def _cases(cycle: RecordedCycle, replayer: Replayer, out: str, keyword: str | None):

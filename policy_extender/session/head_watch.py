@@ -144,7 +144,7 @@ def shared_map(path: str) -> mmap.mmap | None:
             info = os.stat(path)
         except OSError:
             return None
-        key = (os.getpid(), info.st_dev, info.st_ino)
+        key = (process.pid, info.st_dev, info.st_ino)
         if key in _MAPS:
             return _MAPS[key]
         try:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from policy_extender import process
 from policy_extender.instance import STORE_FILE as DEFAULT_FILE_NAME
 from policy_extender.instance import process_runtime_dir
 from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, SessionCounts,
@@ -113,14 +114,14 @@ class SqliteStore:
         """This thread's connection, made on first use in this process (a fork changes the pid)
         and again after the process moved to a replaced file."""
         local = self._local
-        if getattr(local, "key", None) != (os.getpid(), self.generation):
+        if getattr(local, "key", None) != (process.pid, self.generation):
             if getattr(local, "conn", None) is not None:
                 # Inherited through fork, or of a replaced file: never use it, never close it
                 # (closing drops this process's POSIX locks on the file); keep a reference so
                 # the garbage collector does not close it either.
                 self._retired.append(local.conn)
             local.conn = self._connect()
-            local.key = (os.getpid(), self.generation)
+            local.key = (process.pid, self.generation)
         return local.conn
 
     def _connect(self) -> sqlite3.Connection:
@@ -130,16 +131,16 @@ class SqliteStore:
         conn.execute("PRAGMA synchronous = NORMAL")
         _retry_while_locked(lambda: _prepare(conn), self.busy_timeout_seconds)
         with self._lock:
-            if self._file is None or self._file[0] != os.getpid():
+            if self._file is None or self._file[0] != process.pid:
                 info = os.stat(self.path)
-                self._file = (os.getpid(), info.st_dev, info.st_ino)
+                self._file = (process.pid, info.st_dev, info.st_ino)
         return conn
 
     def check_file(self) -> bool:
         """Whether the path still names the file this process has open. If not, log it and make
         every thread connect again, to the file the path names now (see the module docstring)."""
         known = self._file
-        if known is None or known[0] != os.getpid():
+        if known is None or known[0] != process.pid:
             return True
         try:
             info = os.stat(self.path)

@@ -75,6 +75,11 @@ class CycleAggregate:
         else:
             self.dropped += drops
 
+    def add_beyond_cap(self, k: str, n: int = 1) -> None:
+        """Add ``n`` to ``k``'s count even past the cap: for the few keys of a bounded set (one per
+        verb: ``DecisionTally.note_call``) whose absence would say something false."""
+        self.counts[k] = self.counts.get(k, 0) + n
+
     def first(self, k: str, note: str, request_id: str = "-") -> None:
         if k not in self.firsts:
             if self.size() < self.cap:

@@ -18,3 +18,19 @@ DEALLOCATE = "deallocateFunc"
 VERB_KINDS: tuple[str, ...] = (ON_SESSION_OPEN, ON_SESSION_CLOSE, PREDICATE, PRIORITIZE, PREEMPTABLE,
                                RECLAIMABLE, QUEUE_OVERUSED, JOB_ENQUEUEABLE, JOB_ENQUEUED, JOB_READY,
                                ALLOCATE, DEALLOCATE)
+
+#: Volcano's plugins that register a victim function, and for which action: ``preempt`` is
+#: ``AddPreemptableFn`` (Session.Preemptable), ``reclaim`` ``AddReclaimableFn``
+#: (Session.Reclaimable). Read from pkg/scheduler/plugins/*/ at v1.10.0, v1.11.2 and
+#: v1.15.1, where the list is the same (drf's reclaim function only with enableHierarchy; the
+#: extender's only with its preemptableVerb / reclaimableVerb). Each is switched off per plugin
+#: in the conf with ``enablePreemptable: false`` / ``enableReclaimable: false``
+#: (conf.PluginOption; unset means on).
+VICTIM_PLUGINS: dict[str, tuple[str, ...]] = {
+    "priority": ("preempt",), "gang": ("preempt", "reclaim"), "conformance": ("preempt", "reclaim"),
+    "drf": ("preempt", "reclaim"), "proportion": ("reclaim",), "capacity": ("reclaim",),
+    "pdb": ("preempt", "reclaim"), "cdp": ("preempt", "reclaim"), "tdm": ("preempt",),
+    "extender": ("preempt", "reclaim"),
+}
+#: The conf switch of each action's victim functions.
+VICTIM_SWITCH = {"preempt": "enablePreemptable", "reclaim": "enableReclaimable"}

@@ -1,10 +1,12 @@
 """HTTP only: the Flask app (``create_app(config)``), the WSGI verb dispatch, body reading, ops routes, ``/why``.
-May import service, record, decide, session, wire, config, verb_names, process, trace, logs and metrics;
-never fixture_runner, replay or commands.
+May import service, record, decide, session, wire, config, process, trace, logs and metrics;
+never verb_names, fixture_runner, replay or commands (a verb is served by what its table entry says).
 
 Verb routes (``POST /predicate`` ...) are answered by :class:`dispatch.VerbDispatch`, a thin WSGI
 layer in front of Flask that reads the body and answers as ``decide.handlers.respond`` does; the ops routes
 (``ops``) and ``GET /why`` (``why``) are Flask blueprints; every error is a JSON body ``{"error": ...}``.
+With ``ops_bind`` set, ``ports.PortSplit`` answers the verbs on ``bind`` alone and the rest on
+``ops_bind`` alone.
 Long-lived state lives in ``app.extensions["policy_extender"]`` (:class:`policy_extender.service.Service`,
 read through ``current.service()``).
 """
@@ -20,12 +22,14 @@ from werkzeug.exceptions import HTTPException
 from policy_extender import logs, metrics
 from policy_extender.config import Config
 from policy_extender.decide.session_gaps import SessionGaps, late_open_watch
+from policy_extender.decide.table import SESSION_OPENS
+from policy_extender.decide.verbs import EVERY_VERB
 from policy_extender.logs import RequestIdMiddleware
 from policy_extender.service import RequestRecord, Service
-from policy_extender.verb_names.volcano import ON_SESSION_OPEN
 from policy_extender.web import current, socket_body
 from policy_extender.web.dispatch import VerbDispatch
 from policy_extender.web.ops import ops
+from policy_extender.web.ports import PortSplit
 from policy_extender.web.why import why
 
 log = logging.getLogger("policy_extender.web")
@@ -46,6 +50,8 @@ def create_app(config: Config | None = None, *, sessions=None, start: bool = Tru
     app.register_error_handler(HTTPException, _http_error)
     # verb calls bind their own request id; the dispatch counts each in the metrics itself
     app.wsgi_app = VerbDispatch(svc, RequestIdMiddleware(app.wsgi_app), notable=_notable_call(svc.config))  # type: ignore[method-assign]  # Flask's way to wrap its WSGI app
+    if svc.config.ops_bind:  # the verbs on bind alone, the rest on ops_bind alone (web/ports.py)
+        app.wsgi_app = PortSplit(app.wsgi_app, svc.routes, svc.config.bind, svc.config.ops_bind)  # type: ignore[method-assign]  # Flask documents wrapping wsgi_app so
     if start:
         svc.start()
     return app
@@ -67,7 +73,7 @@ def _notable_call(config: Config) -> Callable[[RequestRecord], None]:
 
     def notable(record: RequestRecord) -> None:
         if record.status == 200:
-            if record.verb == ON_SESSION_OPEN:
+            if EVERY_VERB[record.verb].session == SESSION_OPENS:
                 late_open(record)
             if logs.request_log.isEnabledFor(logging.DEBUG):
                 logs.log_request(record.verb, None, None, record.decision or "-", record.rule or None,

@@ -18,18 +18,19 @@ from __future__ import annotations
 import logging
 import mmap
 import time
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from policy_extender import metrics, trace
 from policy_extender.decide.handlers import respond
+from policy_extender.decide.table import DECIDING
 from policy_extender.decide.reply import Reply, VerbError, error_reply
+from policy_extender.decide.verbs import EVERY_VERB
 from policy_extender.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from, request_log, unbind_request_id
 from policy_extender.record.capture import begin as begin_capture
 from policy_extender.service import RequestRecord, Service
-from policy_extender.verb_names import volcano as names
 from policy_extender.web import socket_body
-from policy_extender.web.http import JSON_HEADERS, check_content_type, read_body, status_line
-from policy_extender.wire import arriving, open_stream, prioritize_stream
+from policy_extender.web.http import ARRIVAL, JSON_HEADERS, check_content_type, read_body, status_line
+from policy_extender.wire import arriving
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 log = logging.getLogger("policy_extender.web")
@@ -38,10 +39,16 @@ log = logging.getLogger("policy_extender.web")
 class VerbRoute(NamedTuple):
     """What serving one verb path takes; the config is fixed for a process's life."""
 
-    kind: str            # the verb kind (``names.PREDICATE`` ...)
+    kind: str            # the verb kind (a key of ``decide.verbs.EVERY_VERB``)
     body_limit: int      # bytes (``body_limits``)
     body_timeout: float  # seconds (``body_timeout``)
-    streamed: bool       # decoded while it arrives (:func:`read_streamed`)
+    #: the wire stream that decodes it while it arrives (:func:`read_streamed`), or None
+    stream: Callable[..., Any] | None
+    notable: bool        # every call goes to ``notable``, not only the non-200s (``Verb.notable``)
+    #: seconds the scheduler waits for the answer, counted from the request's first byte: past
+    #: them evaluation stops (E513, ``lang.budget``). ``volcano_timeout`` for Volcano's deciding
+    #: verbs; 0 (no deadline) for the others
+    timeout: float = 0.0
 
 
 class VerbDispatch:
@@ -59,7 +66,10 @@ class VerbDispatch:
         #: called for a call that is not a plain 200 (any call while the request log is at DEBUG)
         self.notable = notable
         #: path -> its route, looked up once per call
-        self.routes = {path: VerbRoute(kind, service.body_limits[kind], service.config.body_timeout, kind in _STREAMED)
+        timeout = max(service.config.volcano_timeout, 0.0)
+        self.routes = {path: VerbRoute(kind, service.body_limits[kind], service.config.body_timeout,
+                                       EVERY_VERB[kind].stream, EVERY_VERB[kind].notable,
+                                       timeout if kind in DECIDING else 0.0)
                        for path, kind in service.routes.items()}
         self.tracer = trace.from_env()  # None unless POLICY_EXTENDER_TRACE (policy_extender/trace.py)
 
@@ -82,7 +92,7 @@ class VerbDispatch:
             seconds = time.perf_counter() - started
             size = len(body) if body is not None else _declared_size(environ)
             metrics.note_request(route.kind, reply.status, seconds, size, reply.rule, reply.decision)
-            self._report(route.kind, reply, seconds, size)
+            self._report(route, reply, seconds, size)
             if marks is not None and self.tracer is not None:
                 self.tracer.end(route.kind, started, marks)
         finally:
@@ -95,30 +105,34 @@ class VerbDispatch:
         """The reply, and the body it answered (None when the body was not read whole)."""
         if environ.get("REQUEST_METHOD") != "POST":
             return _not_a_post(route.kind, environ), b""
+        arrived = getattr(ARRIVAL, "started", None) or time.monotonic()  # the worker's first byte, else now
         try:
             body = self._read(route, environ)
         except VerbError as exc:  # 415, 413, 408, 400: logged once, with the other non-200s, by _report
             return error_reply(exc.status, exc.message, exc.headers), None
+        deadline = arrived + route.timeout if route.timeout else None
         try:
-            return respond(self.service, route.kind, body), body
+            return respond(self.service, route.kind, body, deadline), body
         finally:
-            if route.streamed:  # only these hand a stream over (read_streamed)
+            if route.stream is not None:  # only these hand a stream over (read_streamed)
                 arriving.drop()  # a stream no handler took must not keep the body
 
     def _read(self, route: VerbRoute, environ: dict) -> Any:
         """The body, under the verb's limit (VerbError: 415, 413, 408, 400)."""
         check_content_type(environ)
-        if route.streamed:
+        if route.stream is not None:
             return read_streamed(self.service, route, environ)
         body = read_body(environ, route.body_limit, route.body_timeout)
         trace.mark("received")
         return body
 
-    def _report(self, kind: str, reply: Reply, seconds: float, size: int) -> None:
-        """The call's log line (``notable``: not a plain 200, or the request log at DEBUG) and the
-        request-finished callbacks; the RequestRecord is built only when one of them takes it."""
+    def _report(self, route: VerbRoute, reply: Reply, seconds: float, size: int) -> None:
+        """The call's log line (``notable``: not a plain 200, a verb whose every call is notable,
+        or the request log at DEBUG) and the request-finished callbacks; the RequestRecord is built
+        only when one of them takes it."""
+        kind = route.kind
         notable = self.notable is not None and (
-            reply.status != 200 or kind == names.ON_SESSION_OPEN or request_log.isEnabledFor(logging.DEBUG))
+            reply.status != 200 or route.notable or request_log.isEnabledFor(logging.DEBUG))
         if not notable and not self.service.finished:
             return
         record = RequestRecord(kind, reply.status, reply.decision, reply.rule, seconds, size,
@@ -144,12 +158,13 @@ def _not_a_post(kind: str, environ: dict) -> Reply:
 
 
 def read_streamed(service: Service, route: VerbRoute, environ: dict) -> bytes:
-    """The body of an onSessionOpen or prioritize call (the two that grow with the cluster),
-    decoded while it arrives (``wire.open_stream``, ``wire.prioritize_stream``), pruned to the
+    """The body of a call whose verb has a ``stream`` (onSessionOpen and prioritize: the two that
+    grow with the cluster), decoded while it arrives (``wire.open_stream``, ``wire.prioritize_stream``), pruned to the
     current policy set's reads; the verb's decoder takes the result (``wire.arriving.hand_over``
     / ``take``). Raises VerbError (413, 408, 400) as ``read_body`` does."""
     limit, timeout = route.body_limit, route.body_timeout
-    stream_type = _STREAMED[route.kind]
+    stream_type = route.stream
+    assert stream_type is not None, "read_streamed is called for a verb with a stream"
     policy_set = service.policies.current
     if policy_set is None:
         body = read_body(environ, limit, timeout)
@@ -168,10 +183,6 @@ def read_streamed(service: Service, route: VerbRoute, environ: dict) -> bytes:
     return body
 
 
-#: the verbs whose bodies are decoded while they arrive, and how
-_STREAMED = {names.ON_SESSION_OPEN: open_stream.OpenStream, names.PRIORITIZE: prioritize_stream.PrioritizeStream}
-
-
 class AnswerThenRelease:
     """The answer, holding the request's mapped body (``web.socket_body``: 32 MiB and more)
     until the server has sent it (gunicorn calls ``close`` after writing the answer), then
@@ -184,7 +195,7 @@ class AnswerThenRelease:
     def __init__(self, answer: bytes, body: mmap.mmap) -> None:
         self._answer, self._body = answer, body
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         yield self._answer
 
     def close(self) -> None:

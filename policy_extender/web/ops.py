@@ -7,6 +7,7 @@ import os
 from flask import Blueprint, Response, jsonify
 
 from policy_extender import metrics as exporter
+from policy_extender.decide.unserved import rules_not_called
 from policy_extender.service import Service
 from policy_extender.session.store import SessionLost, StoreUnavailable
 from policy_extender.web.current import service
@@ -40,7 +41,18 @@ def status():
     return jsonify(policy=policy, policy_version=policy["version"], loaded_at=policy["loaded_at"],
                    files=policy["files"], session=_session(svc), pid=os.getpid(),
                    runtime_dir=svc.runtime_dir,
-                   verbs={path: kind for path, kind in svc.routes.items()}, session_gaps=gaps)
+                   verbs={path: kind for path, kind in svc.routes.items()}, session_gaps=gaps,
+                   rules_not_called=_rules_not_called(svc))
+
+
+def _rules_not_called(svc: Service) -> dict | None:
+    """Rules whose verb Volcano has not called in the last cycles, read afresh (decide.unserved)."""
+    try:
+        head = svc.sessions.head()
+        return rules_not_called(svc.policies.current, svc.tally, svc.unserved.cycles,
+                                head.session_id if head is not None else None)
+    except Exception as exc:  # a store that fails or refuses the tally: /status still answers
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _session(svc: Service) -> dict | None:

@@ -26,7 +26,7 @@ The map is advised ``MADV_HUGEPAGE`` (configuration ``huge_pages``, on by defaul
 kernel's transparent huge pages are ``madvise`` or ``always`` (the usual defaults), the body is
 faulted in 2 MiB pages, 128 faults for 256 MB instead of 65,536. Receiving 256 MB over a local
 socket: median 73 ms against 130 ms, 72 ms of system time against 128 (``python -m
-bench.huge_pages``). Off, or where the kernel has them ``never``, 4 KiB pages as before.
+bench.memory.huge_pages``). Off, or where the kernel has them ``never``, 4 KiB pages as before.
 
 A map is kept for the next body of about its size (``give_back``, configuration
 ``keep_body_maps``, on by default): receiving into memory touched before costs no page fault,
@@ -141,6 +141,8 @@ def _buffer(length: int) -> bytearray | mmap.mmap:
     return mapped
 
 
+#: the buffer a body of ``length`` bytes is received into (the worker's event loop uses it too)
+body_buffer = _buffer
 _HUGE = getattr(mmap, "MADV_HUGEPAGE", None)
 _FREE = getattr(mmap, "MADV_FREE", None)
 _huge_pages = True
@@ -234,8 +236,39 @@ def kept_sizes() -> list[int]:
         return [len(kept) for kept in _kept]
 
 
+#: ``RECEIVED.body``: the body of the request this thread serves when the worker's event loop
+#: received it before a thread took the request (``web/worker.py``), else None; ``RECEIVED.got``:
+#: None when it is whole, else how much of it arrived (a large body arriving fast, handed over
+#: early: the rest is received here, while the consumer decodes)
+RECEIVED = threading.local()
+
+
+def take_received(length: int) -> tuple[bytearray | mmap.mmap, int] | None:
+    """The body the event loop received for this thread's request (once) and how many of its
+    bytes are there, if it is ``length`` bytes; else None."""
+    body = getattr(RECEIVED, "body", None)
+    if body is None or len(body) != length:
+        return None
+    got = getattr(RECEIVED, "got", None)
+    RECEIVED.body = RECEIVED.got = None
+    return body, length if got is None else got
+
+
 def _read(reader: Any, length: int, deadline: float | None,
           consumer: Consumer | None = None) -> bytes | bytearray | mmap.mmap:
+    received = take_received(length)
+    if received is not None:
+        body, got = received
+        del received  # the map's references: one name (``give_back``)
+        if got < length:  # a fast body handed over early: the rest from the socket, as below
+            with memoryview(body) as view:
+                _receive_rest(reader.unreader.sock, view, got, deadline, consumer, body)
+        elif consumer is not None:  # all here already: the consumer works through it
+            feed = consumer(body)
+            while feed(length):
+                pass
+        reader.length = 0
+        return body
     unreader = reader.unreader
     buffered = unreader.buf.getvalue()
     unreader.buf = io.BytesIO()
@@ -246,18 +279,23 @@ def _read(reader: Any, length: int, deadline: float | None,
     body = _buffer(length)
     with memoryview(body) as view:
         view[:len(buffered)] = buffered
-        if consumer is None:
-            sock = unreader.sock
-            if type(body) is mmap.mmap and type(sock) is socket.socket and hasattr(socket, "MSG_WAITALL"):
-                # a large body in 2 MiB steps: 154 ms against 206 for 256 MB (medians of 8,
-                # a local sender), as the streamed bodies are received
-                _receive_waitall(sock, view, len(buffered), deadline)
-            else:
-                _receive_into(sock, view, len(buffered), deadline)
-        else:
-            _receive_feeding(unreader.sock, view, len(buffered), deadline, consumer(body))
+        _receive_rest(unreader.sock, view, len(buffered), deadline, consumer, body)
     reader.length = 0
     return body
+
+
+def _receive_rest(sock: Any, view: memoryview, got: int, deadline: float | None,
+                  consumer: Consumer | None, body: Any) -> None:
+    """Fill ``view`` (over ``body``) from ``got`` on, feeding ``consumer`` while it arrives."""
+    if consumer is None:
+        if type(body) is mmap.mmap and type(sock) is socket.socket and hasattr(socket, "MSG_WAITALL"):
+            # a large body in 2 MiB steps: 154 ms against 206 for 256 MB (medians of 8,
+            # a local sender), as the streamed bodies are received
+            _receive_waitall(sock, view, got, deadline)
+        else:
+            _receive_into(sock, view, got, deadline)
+    else:
+        _receive_feeding(sock, view, got, deadline, consumer(body))
 
 
 def _receive_feeding(sock: Any, view: memoryview, got: int, deadline: float | None,

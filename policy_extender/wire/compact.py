@@ -13,6 +13,7 @@ arguments of the body function called, so the fixture runner can point at the li
 
 from __future__ import annotations
 
+import difflib
 import uuid
 from collections.abc import Mapping
 
@@ -42,8 +43,29 @@ def _mapping(value, path: str, what: str, known: frozenset | None = None) -> Map
         raise CompactError(path, f"expected a mapping for the compact {what}, got {_kind(value)}")
     for key in value:
         if known is not None and key not in known:
-            raise CompactError(_at(path, key), f"unknown key {key!r} in a compact {what}; known keys: {', '.join(sorted(known))}")
+            raise CompactError(_at(path, key), f"unknown key {key!r} in a compact {what}{_did_you_mean(key, known)}; "
+                               f"known keys: {', '.join(sorted(known))}")
     return value
+
+
+def _did_you_mean(word, choices) -> str:
+    close = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+#: Resource names Kubernetes itself defines besides the shorthands' (core/v1 ResourceName); any
+#: other resource is an extended one, named with its domain (``nvidia.com/gpu``, ``example.com/fpga``).
+_NATIVE_RESOURCES = frozenset({"storage", "ephemeral-storage"})
+_NATIVE_PREFIXES = ("hugepages-", "attachable-volumes-")
+
+
+def _resource_name(name: str, path: str) -> str:
+    """The full name of a compact resource key; a bare word that is neither a shorthand nor a
+    Kubernetes resource (``gpus``) is a slip: it would be an extended resource no node has."""
+    if name in _SHORTHANDS or "/" in name or name in _NATIVE_RESOURCES or name.startswith(_NATIVE_PREFIXES):
+        return _SHORTHANDS.get(name, name)
+    raise CompactError(_at(path, name), f"unknown resource {name!r}{_did_you_mean(name, _SHORTHANDS)}: write "
+                       f"{', '.join(_SHORTHANDS)}, or an extended resource by its full name (example.com/fpga)")
 
 
 def _list(value, path: str, what: str) -> list:
@@ -116,8 +138,9 @@ def _amounts(value, path: str) -> dict[str, int | float]:
         if isinstance(amount, bool) or not isinstance(amount, (int, float, str)):
             raise CompactError(_at(path, name), f"expected a number or a quantity string, got {_kind(amount)}; "
                                "write a number or a quantity like 4Gi or 500m")
+        full = _resource_name(name, path)
         try:
-            out[_SHORTHANDS.get(name, name)] = parse_quantity(amount)
+            out[full] = parse_quantity(amount)
         except (ValueError, TypeError) as error:
             raise CompactError(_at(path, name), f"{error}; write a number or a quantity like 4Gi or 500m") from None
     return out

@@ -129,13 +129,3 @@ def empty() -> bytes:
     """onSessionOpen, onSessionClose, jobEnqueued: Volcano does not read the body."""
     return b"{}"
 
-
-# The same encoders under their verb-style names.
-encode_predicate = predicate
-encode_prioritize = prioritize
-encode_victims = victims
-encode_enqueueable = enqueueable
-encode_overused = overused
-encode_ready = ready
-encode_event = event
-encode_empty = empty

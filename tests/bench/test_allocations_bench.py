@@ -1,10 +1,10 @@
-"""bench.allocations runs, prints its method, and its indexed and unindexed apps decide alike."""
+"""bench.cpu.allocations runs, prints its method, and its indexed and unindexed apps decide alike."""
 
 import json
 
 import pytest
 
-from bench import allocations
+from bench.cpu import allocations
 
 
 def test_a_tiny_run_prints_the_method_and_one_line_per_size(capsys):

@@ -1,11 +1,11 @@
-"""``python -m bench.engine_parts`` runs and prints each part of a predicate call (a smoke test
+"""``python -m bench.cpu.engine_parts`` runs and prints each part of a predicate call (a smoke test
 with tiny counts: the figures are BENCHMARKS.md's, never asserted)."""
 
 import re
 
 import pytest
 
-from bench import engine_parts
+from bench.cpu import engine_parts
 
 
 @pytest.mark.slow

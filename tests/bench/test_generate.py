@@ -11,7 +11,7 @@ import pytest
 
 from bench.generate import Bodies, Cluster, ClusterSpec
 
-from tests import SAMPLES
+from tests.support.bodies import SAMPLES
 K8S_OBJECTS = {"Pod", "Node", "PodGroup", "Queue"}
 MAPS = {"Jobs", "Nodes", "RevocableNodes", "Queues", "NamespaceInfo", "Tasks", "SubJobs", "TaskToSubJob", "ImageStates",
         "ScalarResources", "labels", "annotations", "PodAnnotations", "QuotaStatus", "NodesFitErrors", "TaskMinAvailable",

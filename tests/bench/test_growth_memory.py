@@ -1,4 +1,4 @@
-"""bench.growth and bench.memory: their arithmetic, and short real runs (a real ``serve`` over
+"""bench.memory.growth and bench.memory.served: their arithmetic, and short real runs (a real ``serve`` over
 loopback) that complete and report what they promise; no timing or RSS limits."""
 
 import subprocess
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.growth import DEFAULT_FLAGS, fit, nearest_rank, refused_before_reading
-from bench.memory import fit_slope, late_fits, policy_text
+from bench.memory.growth import DEFAULT_FLAGS, fit, nearest_rank, refused_before_reading
+from bench.memory.served import fit_slope, late_fits, policy_text
 from bench.server import Server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def test_a_prioritize_body_over_the_default_limit_is_refused_from_its_headers():
 
 @pytest.mark.slow
 def test_quick_growth_run_prints_every_row():
-    run = subprocess.run([sys.executable, "-m", "bench.growth", "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, "-m", "bench.memory.growth", "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     table = [line for line in run.stdout.splitlines() if line.startswith("| ")]
     assert [line.split(" | ")[0] for line in table[1:]] == [
@@ -59,7 +59,7 @@ def test_quick_growth_run_prints_every_row():
 
 @pytest.mark.slow
 def test_short_memory_run_samples_every_process_and_fits_a_slope():
-    run = subprocess.run([sys.executable, "-m", "bench.memory", "--minutes", "0.2", "--interval", "3", "--warmup", "0",
+    run = subprocess.run([sys.executable, "-m", "bench.memory.served", "--minutes", "0.2", "--interval", "3", "--warmup", "0",
                           "--late", "0.05,5"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -1,4 +1,4 @@
-"""bench/kube_scheduler.py: kube-scheduler's extender bodies as its HTTPExtender sends them
+"""bench/served/kube_scheduler.py: kube-scheduler's extender bodies as its HTTPExtender sends them
 (nodeCacheCapable: false), the samples written from them, and the benchmark's policy."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench.kube_scheduler import KUBE_POLICY_DIR, SAMPLES, KubeBodies, write_samples
+from bench.served.kube_scheduler import KUBE_POLICY_DIR, SAMPLES, KubeBodies, write_samples
 from policy_extender.policyset import load_directories
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def test_the_repository_samples_are_what_the_generator_writes(tmp_path):
     write_samples(tmp_path)
     for name in ("filter", "prioritize", "preempt"):
         assert (tmp_path / f"{name}.json").read_text() == (SAMPLES / f"{name}.json").read_text(), \
-            "regenerate: python -m bench.kube_scheduler"
+            "regenerate: python -m bench.served.kube_scheduler"
         json.loads((SAMPLES / f"{name}.json").read_text())
 
 

@@ -1,4 +1,4 @@
-"""``python -m bench.memory_inprocess`` on a few cycles: every cycle answered, the swaps loaded,
+"""``python -m bench.memory.inprocess`` on a few cycles: every cycle answered, the swaps loaded,
 a sample every ``--every`` cycles, the slopes printed; nothing of the run left behind."""
 
 import re
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_short_in_process_memory_run_samples_swaps_and_fits(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "bench.memory_inprocess", "--cycles", "4", "--every", "2",
+    run = subprocess.run([sys.executable, "-m", "bench.memory.inprocess", "--cycles", "4", "--every", "2",
                           "--swap-every", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env={"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert run.returncode == 0, run.stdout + run.stderr

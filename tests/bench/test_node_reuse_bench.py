@@ -1,15 +1,15 @@
-"""``python -m bench.node_reuse`` runs and prints its method and the three figures (a smoke test
+"""``python -m bench.cpu.node_reuse`` runs and prints its method and the three figures (a smoke test
 with tiny counts: the figures themselves are BENCHMARKS.md's, never asserted), and leaves the
 process's node reuse as the service's default."""
 
-from bench import node_reuse as bench
+from bench.cpu import node_reuse as bench
 from policy_extender.wire import node_reuse
 
 
 def test_the_node_reuse_benchmark_prints_off_miss_and_hit(capsys):
     bench.main(["--nodes", "4", "--rounds", "1"])
     out = capsys.readouterr().out
-    assert out.startswith("method: bench/node_reuse.py: decode_predicate only, 4 bodies")
+    assert out.startswith("method: bench/cpu/node_reuse.py: decode_predicate only, 4 bodies")
     for row in ("off ", "miss ", "hit "):
         assert f"  {row}" in out and "us per call" in out
     assert "kept after a pass:" in out
@@ -19,7 +19,7 @@ def test_the_node_reuse_benchmark_prints_off_miss_and_hit(capsys):
 def test_the_prioritize_variant_prints_its_method_and_rows(capsys):
     bench.main(["--verb", "prioritize", "--nodes", "4", "--rounds", "1"])
     out = capsys.readouterr().out
-    assert out.startswith("method: bench/node_reuse.py: decode_prioritize only, one body of 4 nodes")
+    assert out.startswith("method: bench/cpu/node_reuse.py: decode_prioritize only, one body of 4 nodes")
     assert all(f"  {row}" in out for row in ("off ", "miss ", "hit "))
 
 

@@ -1,4 +1,4 @@
-"""``python -m bench.paired``: both apps timed on the same bodies in every round, sharing the
+"""``python -m bench.cpu.paired``: both apps timed on the same bodies in every round, sharing the
 kept nodes (so neither decodes whole what the other kept), and nothing left behind."""
 
 import subprocess
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import handwritten, paired
+from bench import handwritten
+from bench.cpu import paired
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,7 @@ def test_every_round_times_both_apps_on_kept_nodes_and_restores_the_hand_written
 
 @pytest.mark.slow
 def test_a_short_run_prints_the_ratio_and_exits_without_store_warnings():
-    run = subprocess.run([sys.executable, "-m", "bench.paired", "--rounds", "3", "--block", "5"],
+    run = subprocess.run([sys.executable, "-m", "bench.cpu.paired", "--rounds", "3", "--block", "5"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "service / handwritten-wsgi: " in run.stdout and "summed (engine extra" in run.stdout

@@ -51,9 +51,9 @@ def test_volcano_connection_pattern_dials_most_calls_of_a_fan_out_and_keep_alive
 
 
 def test_prioritize_cycle_runs_every_variant_with_every_call_answered():
-    """``python -m bench.prioritize_cycle`` with a tiny cluster: each variant's prioritize after
+    """``python -m bench.served.prioritize_cycle`` with a tiny cluster: each variant's prioritize after
     its task's predicates answered 200, no predicate failed, the method printed."""
-    run = subprocess.run([sys.executable, "-m", "bench.prioritize_cycle", "--nodes", "6", "--pods", "4", "--tasks", "2",
+    run = subprocess.run([sys.executable, "-m", "bench.served.prioritize_cycle", "--nodes", "6", "--pods", "4", "--tasks", "2",
                           "--warmup", "1", "--baseline", str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "only the prioritize is timed" in run.stdout
@@ -63,12 +63,12 @@ def test_prioritize_cycle_runs_every_variant_with_every_call_answered():
 
 
 def test_open_breakdown_after_predicates_takes_the_nodes_the_workers_kept():
-    """``python -m bench.open_breakdown --after-predicates``: each open after its predicates is
+    """``python -m bench.served.open_breakdown --after-predicates``: each open after its predicates is
     answered, and the service takes kept nodes where the service with reuse off takes none.
     One worker per server: which worker accepts a connection is the kernel's choice, and under
     load it gave all 36 predicates to one worker and the open to the other, which then had no
     node to take (a CI run failed so)."""
-    run = subprocess.run([sys.executable, "-m", "bench.open_breakdown", "--nodes", "12", "--pods", "40", "--runs", "1",
+    run = subprocess.run([sys.executable, "-m", "bench.served.open_breakdown", "--nodes", "12", "--pods", "40", "--runs", "1",
                           "--after-predicates", "3", "--workers", "1", "--servers", "floor,service,service-reuse-off"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -86,7 +86,7 @@ def test_open_breakdown_can_warm_every_worker_and_marks_a_workers_first_open():
     so, takes no job (nothing of an earlier open was kept there) and the report gives the
     medians without such rounds."""
     def rounds(*flags):
-        run = subprocess.run([sys.executable, "-m", "bench.open_breakdown", "--nodes", "12", "--pods", "40",
+        run = subprocess.run([sys.executable, "-m", "bench.served.open_breakdown", "--nodes", "12", "--pods", "40",
                               "--runs", "4", "--servers", "floor,service", *flags],
                              cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, run.stdout + run.stderr
@@ -107,7 +107,7 @@ def test_open_breakdown_can_warm_every_worker_and_marks_a_workers_first_open():
 
 
 def _instructions(calls: int) -> dict[str, float]:
-    run = subprocess.run([sys.executable, "-m", "bench.instructions", "--calls", str(calls), "--warm", "10",
+    run = subprocess.run([sys.executable, "-m", "bench.cpu.instructions", "--calls", str(calls), "--warm", "10",
                           "--nodes", "10", "--pods", "4"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -121,7 +121,7 @@ def _instructions(calls: int) -> dict[str, float]:
 
 
 def test_instruction_counts_repeat_and_rank_the_apps():
-    """``bench.instructions`` (callgrind) counts each app's calls; the same calls count the same
+    """``bench.cpu.instructions`` (callgrind) counts each app's calls; the same calls count the same
     instructions in two runs (what makes the meter usable on a noisy host), and the service does
     more than the hand-written app, which does more than the bare floor."""
     first, second = _instructions(20), _instructions(20)

@@ -1,10 +1,10 @@
-"""The analysis of the servers' trace lines in ``bench.tail`` and ``bench.open_breakdown``: which
+"""The analysis of the servers' trace lines in ``bench.served.tail`` and ``bench.served.open_breakdown``: which
 slow calls overlapped a collection or a metrics flush in their own worker, and the open phases."""
 
 from __future__ import annotations
 
-from bench.open_breakdown import breakdown
-from bench.tail import analyse
+from bench.served.open_breakdown import breakdown
+from bench.served.tail import analyse
 
 
 def call(pid: int, start: float, seconds: float) -> dict:
@@ -41,7 +41,7 @@ def test_open_phases_from_a_trace_line_and_the_client_times():
 
 
 def test_the_report_measures_every_server_against_each_floor_that_ran(capsys):
-    from bench.open_breakdown import report
+    from bench.served.open_breakdown import report
 
     def row(seconds: float) -> dict:
         return {"seconds": seconds, "cpu": seconds, "load": 1.0}

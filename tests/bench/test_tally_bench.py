@@ -1,9 +1,9 @@
-"""``python -m bench.tally`` runs and prints its method and both figures side by side (a smoke
+"""``python -m bench.cpu.tally`` runs and prints its method and both figures side by side (a smoke
 test with tiny counts: the figures themselves are BENCHMARKS.md's, never asserted)."""
 
 import pytest
 
-from bench import tally
+from bench.cpu import tally
 
 
 @pytest.mark.slow

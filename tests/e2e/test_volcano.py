@@ -1,5 +1,5 @@
 """Volcano's own scheduler code drives the service (e2e/volcano, scripts/e2e-volcano): every
-scenario on the newest stable and the oldest supported release in every run of the suite, the
+outcome case of e2e/volcano/cases (through policy-extender test, the users' runner) on the newest stable and the oldest supported release in every run of the suite, the
 others with E2E_VOLCANO_RELEASES="v1.15.1 v1.14.1 v1.10.0". Needs Go; the first build of a release
 downloads and compiles Volcano (a few minutes), later ones reuse Go's caches."""
 

@@ -7,9 +7,10 @@ import json
 from policy_extender.fixture_runner import kube
 from policy_extender.fixture_runner.coverage import render
 from policy_extender.fixture_runner.loader import load_file
+from policy_extender.fixture_runner.outcome_run import OutcomeSettings
 from policy_extender.fixture_runner.runner import run_paths
 
-from .conftest import REPO, write_policy_dir
+from tests.support.fixture_dirs import REPO, write_policy_dir
 
 BOTH = """\
 protocol volcano, kube-scheduler
@@ -235,10 +236,13 @@ def test_coverage_counts_each_schedulers_outcomes_per_rule(tmp_path):
 
 
 def test_the_shipped_policies_that_serve_kube_scheduler_are_tested_for_both_schedulers():
+    # answer cases only: the outcome cases (Volcano's own scheduler) run in the slow tests
+    answers = OutcomeSettings(enabled=False)
     for name in ("maintenance.fixtures.yaml", "a100-only.fixtures.yaml"):
-        alone = run_paths([REPO / "policies" / name])
+        alone = run_paths([REPO / "policies" / name], settings=answers)
         assert {r.case.protocol for r in alone.results} == {"volcano", kube.PROTOCOL}, name
-    run = run_paths([REPO / "policies" / "maintenance.fixtures.yaml", REPO / "policies" / "a100-only.fixtures.yaml"])
+    run = run_paths([REPO / "policies" / "maintenance.fixtures.yaml", REPO / "policies" / "a100-only.fixtures.yaml"],
+                    settings=answers)
     assert run.results and all(r.ok for r in run.results), [(r.case.name, r.message) for r in run.results if not r.ok]
     figures = run.coverage.report()["per_protocol"]
     assert figures["kube-scheduler"]["never_exercised"] == []

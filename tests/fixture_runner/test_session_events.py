@@ -11,7 +11,7 @@ from policy_extender.fixture_runner import bodies
 from policy_extender.fixture_runner.loader import load_file
 from policy_extender.fixture_runner.runner import run_paths
 
-from .conftest import write_policy_dir
+from tests.support.fixture_dirs import write_policy_dir
 
 POLICY = """\
 # at most one task evicted per node in a cycle (preempt and reclaim)

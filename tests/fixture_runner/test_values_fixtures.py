@@ -7,7 +7,7 @@ import textwrap
 
 from policy_extender.fixture_runner.runner import run_paths
 
-from .conftest import REPO
+from tests.support.fixture_dirs import REPO
 
 #: A task asking for 1 core and 1 GPU; "cpu-busy" is fuller in cpu, "gpu-busy" in GPUs, so the
 #: library binpack's GPU weight decides which one it packs first.

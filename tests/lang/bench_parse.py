@@ -15,7 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
-from policy_extender.lang.parser import _lark, parse_file
+from policy_extender.lang.parser import parse_file
+from policy_extender.lang.syntax import lark_parser
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
@@ -26,7 +27,7 @@ def main() -> None:
     parser.add_argument("--inner", type=int, default=20)
     args = parser.parse_args()
     sources = {p.name: p.read_text() for p in sorted(POLICIES.glob("*.policy"))}
-    _lark()
+    lark_parser()
     samples = []
     for _ in range(args.repeat):
         started = time.perf_counter()

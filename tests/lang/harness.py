@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import json
 import tempfile
+import time
 from pathlib import Path
 
 import msgspec
@@ -17,6 +18,7 @@ from policy_extender.commands.check import check_set
 from policy_extender.decide.table import DECIDING
 from policy_extender.decide.table import VERBS as TABLE
 from policy_extender.errors import PolicyError
+from policy_extender.lang import budget
 from policy_extender.policyset import compile_sources
 from policy_extender.wire import decode
 from policy_extender.wire.session_views import NO_SESSION, PlacedTask, SnapshotEnv
@@ -88,10 +90,22 @@ def decide(case: dict):
     except PolicyError as err:
         return {"error": err.render()}
     if "warning" in case:
-        return {"warning": PolicyError(list(policy_set.warnings), policy_set.sources).render()}
+        warned = list(policy_set.warnings)
+        if "scheduler_conf" in case:  # check --scheduler-conf: what the conf's tiers do to victim rules
+            from policy_extender import lang
+            from policy_extender.lang import tiers
+            warned += tiers.warnings(lang.compile(policy_of(case)).rules, yaml.safe_load(case["scheduler_conf"]),
+                                     "volcano-scheduler.conf")
+        return {"warning": PolicyError(warned, policy_set.sources).render()}
     env = env_of(case, policy_set.reads)
     verb = case.get("verb", "predicate")
     given = case.get("input", {})
+    if case.get("timeout_passed"):  # a call whose scheduler stopped waiting 1 s ago (lang/budget.py)
+        previous = budget.begin(time.monotonic() - 1.0, 1.0)
+        try:
+            return VERBS[verb](policy_set, given, env)
+        finally:
+            budget.end(previous)
     return VERBS[verb](policy_set, given, env)
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from policy_extender.lang import runtime
+from policy_extender.lang.budget import Budget
 from policy_extender.lang.runtime import Context
 from policy_extender.policyset import compile_sources
 from policy_extender.wire import decode
@@ -32,9 +33,9 @@ def _roots(policy_set):
 
 def _run(rule, task, node) -> tuple[object, int]:
     """The rule's test value and what it charged to the work budget."""
-    c = Context(None, [None] * 8, task=task, node=node)
+    c = Context(None, [None] * 8, task=task, node=node, budget=Budget())
     value = rule.test(c)
-    return value, runtime.MAX_WORK - c.work
+    return value, c.budget.spent
 
 
 def _value(operand, task, node):

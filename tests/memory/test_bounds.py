@@ -1,5 +1,5 @@
 """What a worker keeps stays bounded however long it serves (issue 16 item 4; the RSS over time
-is measured by ``python -m bench.memory``, never asserted here)."""
+is measured by ``python -m bench.memory.served``, never asserted here)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ allocations make right.
 
 Method: both instances run with the defaults a user gets (no ``--session-store``, no
 ``PROMETHEUS_MULTIPROC_DIR``), 2 gunicorn workers each, the cycle policies of
-``tests/web/test_e2e.py`` (rules reading ``task.job``, ``session.queue``, ``session.job``).
+``tests/served/test_e2e.py`` (rules reading ``task.job``, ``session.queue``, ``session.job``).
 Instance A gets the sample snapshot, instance B the same jobs (same UIDs, as two schedulers of
 one cluster see them) with other ``MinAvailable`` values and queues. A cycle is onSessionOpen,
 jobEnqueueable/jobEnqueued per job, queueOverused per queue, then for each pending task the
@@ -27,9 +27,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.web.conftest import write_policies
-from tests.web.test_e2e import OVERUSED_AT, POLICIES, Cluster, idle_gpu, rejected_for, task_gpu
-from tests.web.volcano import Server, VolcanoClient
+from tests.support.policies import write_policies
+from tests.served.test_e2e import OVERUSED_AT, POLICIES, Cluster, idle_gpu, rejected_for, task_gpu
+from tests.support.volcano import Server, VolcanoClient
 
 #: Instance B's snapshot: job name prefix -> (MinAvailable, queue). Each change flips answers.
 VARIANT = {

@@ -95,11 +95,29 @@ def build_stage_copies() -> list[tuple[str, str]]:
 # the Dockerfile
 
 
-def test_builds_in_two_stages_on_python_3_11_slim():
-    assert [s[0][1] for s in stages()] == ["python:3.11-slim AS build", "python:3.11-slim"]
+def test_builds_in_three_stages_wheels_engines_and_the_slim_image():
+    assert [s[0][1] for s in stages()] == ["python:3.11-slim AS build", "golang:1.25-bookworm AS engine",
+                                           "python:3.11-slim"]
     assert any("pip wheel" in args for name, args in stages()[0] if name == "RUN")
     final_runs = " ".join(args for name, args in stages()[-1] if name == "RUN")
     assert "--no-index" in final_runs and "from=build" in final_runs
+
+
+def test_the_engine_stage_builds_every_supported_release_and_the_image_carries_them():
+    """Outcome cases run on the image without Go (docs/testing-policies.md, "The engine")."""
+    from policy_extender.fixture_runner.engine import ENGINE_DIR_ENV, SUPPORTED
+    engine = dict(stages()[1][1:2])["ARG"] if stages()[1][1][0] == "ARG" else ""
+    assert engine == 'ENGINES="' + " ".join(SUPPORTED) + '"'
+    runs = " ".join(args for name, args in stages()[1] if name == "RUN")
+    assert "scripts/build-engine" in runs and "CGO_ENABLED=0" in runs
+    # the Go module files the harness builds with: golang:1.25 is at least every release's go line
+    for release in SUPPORTED:
+        mod = (ROOT / "e2e" / "volcano" / "releases" / f"{release}.mod").read_text()
+        go_line = re.search(r"^go (\d+)\.(\d+)", mod, re.M)
+        assert (int(go_line.group(1)), int(go_line.group(2))) <= (1, 25), release
+    stage = final_stage()
+    env = dict(re.findall(r"(\w+)=(\S+)", " ".join(stage["ENV"])))
+    assert any("--from=engine" in args and args.endswith(env[ENGINE_DIR_ENV] + "/") for args in stage["COPY"])
 
 
 def test_runs_as_a_non_root_user():
@@ -148,10 +166,15 @@ def free_port() -> int:
 # the build context
 
 
+#: what a copied directory holds that the image leaves out on purpose (.dockerignore says so): the
+#: harness's local builds and its cases, and the kube-scheduler harness beside it
+LEFT_OUT = ("e2e/volcano/.build/", "e2e/volcano/cases/", "e2e/volcano/kubescheduler/")
+
+
 def test_every_copied_file_is_in_the_build_context():
     patterns = dockerignore_patterns()
     for source in copy_sources():
-        files = context_files(source)
+        files = [f for f in context_files(source) if not f.startswith(LEFT_OUT)]
         assert files, f"COPY {source}: nothing in the repository matches"
         excluded = [f for f in files if not in_context(f, patterns)]
         assert not excluded, f"COPY {source}: .dockerignore leaves out {excluded[:3]}"

@@ -16,9 +16,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ops.instances import cluster, run_concurrently, start_two
-from tests.web.conftest import write_policies
-from tests.web.test_e2e import POLICIES
-from tests.web.volcano import Server, VolcanoClient
+from tests.support.policies import write_policies
+from tests.served.test_e2e import POLICIES
+from tests.support.volcano import Server, VolcanoClient
 
 pytestmark = pytest.mark.slow
 

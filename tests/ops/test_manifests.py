@@ -33,14 +33,8 @@ KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 #: Every argument of Volcano's extender plugin (pkg/scheduler/plugins/extender/extender.go).
-EXTENDER_ARGUMENTS = {
-    "extender.urlPrefix", "extender.httpTimeout", "extender.onSessionOpenVerb",
-    "extender.onSessionCloseVerb", "extender.predicateVerb", "extender.prioritizeVerb",
-    "extender.preemptableVerb", "extender.reclaimableVerb", "extender.queueOverusedVerb",
-    "extender.jobEnqueueableVerb", "extender.jobEnqueuedVerb", "extender.jobReadyVerb",
-    "extender.allocateFuncVerb", "extender.deallocateFuncVerb", "extender.ignorable",
-    "extender.managedResources",
-}
+EXTENDER_ARGUMENTS = {"extender.urlPrefix", "extender.httpTimeout", "extender.ignorable", "extender.managedResources",
+                      *(f"extender.{kind}Verb" for kind in VERB_KINDS)}  # a verb of the table each
 #: Left out of the shipped conf on purpose (its comment says why: with ignorable: true a failed
 #: jobReady call answers false and stops allocation); tests/tiers checks that it stays out.
 UNREGISTERED = {"extender.jobReadyVerb"}
@@ -215,10 +209,12 @@ def pod_and_container(mode: str) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("mode", ["sidecar", "standalone"])
-def test_probes_ask_real_routes_on_the_bound_port(mode):
+def test_probes_ask_real_routes_on_the_ops_port(mode):
+    """The probes ask the ops port (``ops_bind``): the verb port answers the verbs alone."""
     pod, c = pod_and_container(mode)
     routes = service_routes()
-    bind_host, bind_port = env(c)["POLICY_EXTENDER_BIND"].rsplit(":", 1)
+    bind_host, bind_port = env(c)["POLICY_EXTENDER_OPS_BIND"].rsplit(":", 1)
+    assert bind_port != env(c)["POLICY_EXTENDER_BIND"].rsplit(":", 1)[1]
     paths = {}
     for kind in ("livenessProbe", "readinessProbe"):
         host, port, path = probe_url(c[kind], c)
@@ -255,10 +251,12 @@ def test_standalone_url_reaches_the_service_and_the_bind_accepts_it():
     service = one(K8S / "standalone" / "service.yaml", "Service")
     url = urlsplit(extender_arguments(CONFS["standalone"])["extender.urlPrefix"])
     assert url.hostname == f"{service['metadata']['name']}.volcano-system.svc"
-    (port,) = service["spec"]["ports"]
-    assert url.port == port["port"]
+    ports = {p["name"]: p for p in service["spec"]["ports"]}
+    assert set(ports) == {"http", "ops"}
+    assert url.port == ports["http"]["port"]
     container_ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert env(c)["POLICY_EXTENDER_BIND"] == f"0.0.0.0:{container_ports[port['targetPort']]}"
+    assert env(c)["POLICY_EXTENDER_BIND"] == f"0.0.0.0:{container_ports[ports['http']['targetPort']]}"
+    assert env(c)["POLICY_EXTENDER_OPS_BIND"] == f"0.0.0.0:{container_ports[ports['ops']['targetPort']]}"
     assert env(c)["POLICY_EXTENDER_SESSION_STORE"]["secretKeyRef"]["name"] == "policy-extender-redis"
 
 
@@ -282,6 +280,36 @@ def test_network_policy_admits_only_the_scheduler_pods_on_the_extender_port():
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "volcano-system"}
     assert peer["podSelector"]["matchLabels"].items() <= scheduler_labels.items()
     assert rule["ports"] == [{"protocol": "TCP", "port": 8713}]
+
+
+def test_no_network_policy_admits_anyone_but_the_scheduler_to_the_verb_port():
+    """Policies add up: the verb port appears in the standalone policy alone; every other policy
+    of the pods admits only the ops port."""
+    deployment = one(K8S / "standalone" / "deployment.yaml", "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    ops_port = int(env(container(deployment["spec"]["template"]["spec"]))["POLICY_EXTENDER_OPS_BIND"].rsplit(":", 1)[1])
+    found = 0
+    for path in MANIFESTS:
+        for doc in load(path):
+            if doc.get("kind") != "NetworkPolicy" or path == K8S / "standalone" / "networkpolicy.yaml":
+                continue
+            if not doc["spec"]["podSelector"].get("matchLabels", {}).items() <= pod_labels.items():
+                continue
+            found += 1
+            for rule in doc["spec"]["ingress"]:
+                assert rule.get("ports"), f"{path}: a rule without ports admits every port"
+                assert {p["port"] for p in rule["ports"]} == {ops_port}, path
+    assert found >= 1  # the monitoring policy
+
+
+@pytest.mark.parametrize("mode", ["sidecar", "standalone"])
+def test_the_pods_environment_is_a_configuration_the_service_accepts(mode):
+    from policy_extender.config import load as load_config
+    _, c = pod_and_container(mode)
+    values = {name: value for name, value in env(c).items() if isinstance(value, str)}
+    config = load_config({}, values)
+    assert config.ops_bind and config.ops_bind != config.bind
+    assert config.body_memory >= 256 << 20  # an onSessionOpen of 500 x 30 fits
 
 
 @needs_kubectl

@@ -146,7 +146,8 @@ def test_the_dispatch_bounds_unflushed_calls_as_note_request_does(monkeypatch, t
     stay under its bound too, and every call is counted."""
     from policy_extender.config import Config
     from policy_extender.web import create_app
-    from tests.web.conftest import sample, write_policies
+    from tests.support.bodies import sample
+    from tests.support.policies import write_policies
 
     fresh = fresh_metrics()
     monkeypatch.setattr(metrics, "_metrics", fresh)
@@ -248,7 +249,8 @@ def test_a_served_call_counts_its_values_and_builds_a_record_only_for_a_callback
     the same values and a non-200 answer's error."""
     from policy_extender.config import Config
     from policy_extender.web import create_app
-    from tests.web.conftest import sample, write_policies
+    from tests.support.bodies import sample
+    from tests.support.policies import write_policies
 
     fresh = fresh_metrics()
     monkeypatch.setattr(metrics, "_metrics", fresh)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import SAMPLES
+from tests.support.bodies import SAMPLES
 from tests.ops.test_image import free_port
 from tests.ops.test_manifests import K8S, one
 from tests.ops.test_serve import get, service, worker_pids  # noqa: F401  (service is a fixture)
@@ -149,14 +149,16 @@ def test_servicemonitor_scrapes_the_standalone_service_port():
     assert 'job="policy-extender"' in alerts()["PolicyExtenderDown"]["expr"]
 
 
-def test_metrics_networkpolicy_admits_prometheus_to_the_extender_port():
+def test_metrics_networkpolicy_admits_prometheus_to_the_ops_port_alone():
     policy = one(MONITORING / "networkpolicy.yaml", "NetworkPolicy")["spec"]
     deployment = one(K8S / "standalone" / "deployment.yaml", "Deployment")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
     (rule,) = policy["ingress"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": container["ports"][0]["containerPort"]}]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert rule["ports"] == [{"protocol": "TCP", "port": ports["ops"]}]  # never the verbs' (http)
+    assert ports["ops"] != ports["http"]
     assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
 
 

@@ -10,7 +10,9 @@ an empty master. The session store works through the Secret's address form befor
 
 from __future__ import annotations
 
+
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -107,6 +109,20 @@ def test_nothing_is_persisted_and_the_containers_are_hardened():
         assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
         assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(c["resources"]["limits"])
         assert "REDIS_PASSWORD" not in " ".join(c["command"])  # not on a command line
+
+
+def test_the_data_directory_holds_a_full_sync_under_maxmemory():
+    """A replica's full sync writes the whole RDB into the working directory beside the previous
+    one before it renames it: the emptyDir must hold twice maxmemory, on disk (a Memory medium
+    would count against the container's memory limit)."""
+    script = one(HERE / "configmap.yaml", "ConfigMap")["data"]["start-redis.sh"]
+    (maxmemory,) = re.findall(r"maxmemory (\d+)mb", script)
+    (data,) = [v for v in pod_spec()["volumes"] if v["name"] == "data"]
+    mount = {m["name"]: m["mountPath"] for m in containers()["redis"]["volumeMounts"]}
+    assert mount["data"] == "/data"  # the redis image's working directory, where the RDB goes
+    assert data["emptyDir"].get("medium") != "Memory"
+    size = data["emptyDir"]["sizeLimit"]
+    assert size.endswith("Mi") and int(size[:-2]) << 20 >= 2 * int(maxmemory) * 1000 * 1000, size
 
 
 # -- the pods' own scripts, on loopback --------------------------------------------------------

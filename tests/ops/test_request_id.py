@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from policy_extender import logs
-from tests.forking import in_forked_child
+from tests.support.forking import in_forked_child
 
 
 def test_generated_ids_are_uuid4_hex_and_distinct():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import SAMPLES
+from tests.support.bodies import SAMPLES
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ops.test_image import free_port, healthcheck_command

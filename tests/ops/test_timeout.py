@@ -34,11 +34,11 @@ def test_the_shipped_timeout_is_the_services_volcano_timeout_default(conf):
     assert go_duration(shipped_timeout(conf)) == Config().volcano_timeout
 
 
-def test_the_readme_shows_the_shipped_timeout():
+def test_the_volcano_guide_shows_the_shipped_timeout():
     shipped = shipped_timeout(CONFS[0])
-    readme = (ROOT / "README.md").read_text()
-    assert f"extender.httpTimeout: {shipped}\n" in readme
-    assert f"| `extender.httpTimeout` | `{shipped}` |" in readme
+    guide = (ROOT / "docs" / "volcano.md").read_text()
+    assert f"extender.httpTimeout: {shipped}\n" in guide
+    assert f"| `extender.httpTimeout` | `{shipped}` |" in guide
     assert f"| `extender.httpTimeout` | `{shipped}` |" in (ROOT / "docs/operations.md").read_text()
 
 

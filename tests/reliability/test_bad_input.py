@@ -15,8 +15,10 @@ import time
 import pytest
 
 from policy_extender.session.sqlite import SqliteStore
-from tests.web.conftest import SAMPLES, write_policies
-from tests.web.volcano import Server, VolcanoClient
+from policy_extender.verb_names.volcano import ON_SESSION_CLOSE, VERB_KINDS
+from tests.support.bodies import SAMPLES
+from tests.support.policies import write_policies
+from tests.support.volcano import Server, VolcanoClient
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +36,8 @@ POLICY = {"cap.policy": "filter cap: session.allocated.tasks < 1\n    reason \"c
 #: Added after the session opened: the current version differs from the pinned one and scores 7
 #: more, so a session closed or re-opened by a bad request shows in the scores.
 NEWER = {"newer.policy": "score newer: 7\n"}
-VERBS = ["onSessionOpen", "predicate", "prioritize", "preemptable", "reclaimable", "jobEnqueueable", "jobEnqueued",
-         "queueOverused", "jobReady", "allocateFunc", "deallocateFunc"]
+#: every verb with a body to get wrong (onSessionClose's is empty), read from the verb table
+VERBS = [kind for kind in VERB_KINDS if kind != ON_SESSION_CLOSE]
 CRASH = re.compile(r"Traceback|Exception in worker|WORKER TIMEOUT|signal \d+|Segmentation fault|SIGSEGV")
 
 #: the service's body deadline in this module: trickling clients are cut off after it

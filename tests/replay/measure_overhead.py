@@ -15,9 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.replay.conftest import RECORDED, sample, write_policies
+from tests.support.bodies import sample
+from tests.support.policies import write_policies
+from tests.support.recorded import RECORDED
 from tests.replay.server import RecordingServer
-from tests.web.volcano import VolcanoClient
+from tests.support.volcano import VolcanoClient
 
 BATCH = 100
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.web.volcano import Server
+from tests.support.volcano import Server
 
 
 class RecordingServer(Server):

@@ -8,7 +8,9 @@ from policy_extender.config import Config
 from policy_extender.replay.reading import read_cycles
 from policy_extender.session.sqlite import SqliteStore
 from policy_extender.web import create_app
-from tests.replay.conftest import RECORDED, sample, write_policies
+from tests.support.bodies import sample
+from tests.support.policies import write_policies
+from tests.support.recorded import RECORDED
 
 
 class CountingStore(SqliteStore):

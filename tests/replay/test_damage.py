@@ -6,7 +6,8 @@ import json
 
 from policy_extender.record import frames
 from policy_extender.replay.reading import read_cycles
-from tests.replay.conftest import RECORDED, write_policies
+from tests.support.policies import write_policies
+from tests.support.recorded import RECORDED
 
 
 def offsets(file) -> list[int]:

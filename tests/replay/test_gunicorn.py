@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from tests.replay.conftest import NODE_ZONES, RECORDED, ZONE_ADDED, cycle_calls, write_policies
+from tests.support.policies import write_policies
+from tests.support.recorded import cycle_calls, NODE_ZONES, RECORDED, ZONE_ADDED
 from tests.replay.server import RecordingServer
-from tests.web.volcano import VolcanoClient
+from tests.support.volcano import VolcanoClient
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bench.kube_scheduler import KubeBodies
+from bench.served.kube_scheduler import KubeBodies
 from policy_extender.decide.kube_table import BY_DECISION
 from policy_extender.replay.kube_cases import compact_input
 

@@ -10,7 +10,7 @@ import stat
 from policy_extender.record import frames
 from policy_extender.replay.reading import read_cycles
 from policy_extender.record.recorder import Recorder, sampled
-from tests.replay.conftest import RECORDED, cycle_calls
+from tests.support.recorded import cycle_calls, RECORDED
 
 ENV_POLICY = {"cycle.policy": RECORDED["cycle.policy"] + """\
 filter protected: task.annotations["scheduling.example.com/protected"] == "true"
@@ -65,7 +65,7 @@ def test_without_redaction_values_are_kept(record):
 
 
 def test_redacted_recording_still_replays_the_same(record, replay, tmp_path):
-    from tests.replay.conftest import write_policies
+    from tests.support.policies import write_policies
     recording = record(ENV_POLICY, record_redact=("annotations", "env"))
     status, out, _ = replay(recording, "--policies", write_policies(tmp_path / "same", ENV_POLICY))
     assert status == 0, out
@@ -117,3 +117,26 @@ def test_a_full_queue_drops_and_counts_and_the_cycle_says_so(tmp_path):
     recorder.close()
     [cycle] = list(read_cycles(recorder.directory, []))
     assert recorder.counts.dropped == 1 and cycle.dropped == 1 and len(cycle.calls) == 2
+
+
+def test_a_symlink_planted_at_a_recording_file_is_not_followed(tmp_path):
+    """The recorder opens its files ``O_NOFOLLOW``: a link planted where a cycle's file goes is
+    not written through (the write fails and is counted), and a linked cycle directory is refused."""
+    import socket as socket_module
+
+    from policy_extender.record.recorder import cycle_name
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    recorder = Recorder(str(tmp_path / "rec"))
+    cycle = cycle_name("s1", 1.0, 1.0)
+    (tmp_path / "rec" / cycle).mkdir(parents=True, mode=0o700)
+    (tmp_path / "rec" / cycle / f"{socket_module.gethostname()}-{os.getpid()}.rec").symlink_to(victim)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (tmp_path / "rec" / cycle_name("s2", 2.0, 2.0)).symlink_to(other, target_is_directory=True)
+    recorder.record("s1", "onSessionOpen", b"{}", 200, b"{}", "v", opened_at=1.0)
+    recorder.record("s2", "onSessionOpen", b"{}", 200, b"{}", "v", opened_at=2.0)
+    recorder.flush()
+    recorder.close()
+    assert victim.read_text() == "untouched\n" and not list(other.iterdir())
+    assert recorder.counts.write_errors == 2

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from tests.replay.conftest import NODE_ZONES, RECORDED, ZONE_ADDED, write_policies
+from tests.support.policies import write_policies
+from tests.support.recorded import NODE_ZONES, RECORDED, ZONE_ADDED
 
 OTHER_ZONES = sorted(node for node, zone in NODE_ZONES.items() if zone != "zone-a")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from policy_extender.fixture_runner.results import PASS
 from policy_extender.fixture_runner.runner import run_paths
-from tests.replay.conftest import RECORDED, ZONE_ADDED, write_policies
+from tests.support.policies import write_policies
+from tests.support.recorded import RECORDED, ZONE_ADDED
 
 
 def test_to_fixtures_output_passes_the_fixture_runner(record, replay, tmp_path):
@@ -45,3 +46,23 @@ def test_fixtures_of_a_cycle_with_allocations_carry_them(record, replay, tmp_pat
     text = next(out.glob("*.fixtures.yaml")).read_text()
     assert "allocations:\n    - name:" in text and "node_name:" in text
     assert all(r.outcome == PASS for r in run_paths([out]).results)
+
+
+def test_replay_with_a_values_file_writes_it_into_the_fixtures(record, replay, tmp_path):
+    """``replay --values FILE`` (issue 47 item 1): the candidate is the directory with the cluster's
+    values file, and the fixture files name it with ``values:``, so they pass as written."""
+    recording = record()
+    policies = dict(RECORDED)
+    policies["cycle.policy"] = "param weight: number = 10\n" + policies["cycle.policy"].replace(
+        "score gpu: 10 * free_gpu", "score gpu: weight * free_gpu")
+    directory = write_policies(tmp_path / "p", policies)
+    values = tmp_path / "clusters" / "prod-values.yaml"
+    values.parent.mkdir()
+    values.write_text("cycle.weight: 3\n")
+    out = tmp_path / "fixtures"
+    status, stdout, stderr = replay(recording, "--policies", directory, "--values", values, "--to-fixtures", out)
+    assert status == 0, stderr
+    text = next(out.glob("*.fixtures.yaml")).read_text()
+    assert "values: ../clusters/prod-values.yaml" in text and "prod-values.yaml\n" not in text.split("cases:")[0].split("values:")[0]
+    results = run_paths([out]).results
+    assert results and all(r.outcome == PASS for r in results), [(r.case.name, r.message) for r in results if r.outcome != PASS]

@@ -20,25 +20,8 @@ import pytest
 import redis
 
 from policy_extender.session.factory import open_store
-from policy_extender.store_url import SCHEMES
 
-#: kind (``StoreScheme.name``) -> the fixture giving the setting of a store of that kind whose
-#: data is empty when the fixture is requested, and whether the kind needs a server (then its
-#: tests are slow: the fast loop starts none).
-TEST_SETTINGS: dict[str, tuple[str, bool]] = {
-    "sqlite": ("sqlite_setting", False),
-    "redis": ("redis_setting", True),
-    "redis+sentinel": ("sentinel_setting", True),
-}
-
-
-def store_kinds() -> list:
-    """Every registered kind, as a parameter (slow for a kind that needs a server; a kind without
-    an entry in TEST_SETTINGS is not slow, so its failure shows in the fast loop too)."""
-    return [pytest.param(scheme.name, id=scheme.name,
-                         marks=[pytest.mark.slow] if TEST_SETTINGS.get(scheme.name, ("", False))[1] else [])
-            for scheme in SCHEMES]
-
+from tests.support.stores import TEST_SETTINGS, store_kinds
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -102,7 +85,7 @@ def sentinel_cluster(tmp_path_factory):
     if shutil.which("redis-server") is None or shutil.which("redis-sentinel") is None:
         pytest.skip("redis-server and redis-sentinel are not installed: the SentinelStore tests need "
                     "real servers (apt-get install redis-server redis-sentinel; scripts/test does this)")
-    from tests.web.volcano import SentinelCluster
+    from tests.support.volcano import SentinelCluster
 
     cluster = SentinelCluster(tmp_path_factory.mktemp("sentinel"), down_after_ms=30_000)
     yield cluster
@@ -131,7 +114,7 @@ def make_store(request):
     kind = request.param
     if kind not in TEST_SETTINGS:
         pytest.fail(f"the store kind {kind!r} is registered in store_url.SCHEMES but the contract "
-                    "suite cannot make one: add it to TEST_SETTINGS in tests/session/conftest.py, "
+                    "suite cannot make one: add it to TEST_SETTINGS in tests/support/stores.py, "
                     "with a fixture giving the setting of an empty store of that kind")
     setting = request.getfixturevalue(TEST_SETTINGS[kind][0])
 

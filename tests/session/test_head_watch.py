@@ -13,7 +13,7 @@ from policy_extender.session.allocation import AllocationRecord, encode_allocati
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.head_watch import HeadWatch, watch_for
 from policy_extender.session.sqlite import SqliteStore
-from tests.forking import in_forked_child
+from tests.support.forking import in_forked_child
 
 SPAWN = multiprocessing.get_context("spawn")
 SNAPSHOT = b"\x82\xa4Jobs\x80\xa6Queues\x80"  # msgpack {"Jobs": {}, "Queues": {}}

@@ -21,7 +21,7 @@ from policy_extender.session.factory import open_store, store_class
 from policy_extender.session.store import SessionStore, StoreOptions
 from policy_extender.store_url import SCHEMES, StoreScheme, scheme_of
 
-from .conftest import TEST_SETTINGS
+from tests.support.stores import TEST_SETTINGS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "policy_extender"
 

@@ -19,7 +19,7 @@ from policy_extender.session.redis import RedisStore, SentinelStore
 from policy_extender.session.store import SessionLost, StoreUnavailable
 from policy_extender.store_url import SentinelAddress, parse_sentinel_url
 
-from tests.web.volcano import SentinelCluster
+from tests.support.volcano import SentinelCluster
 
 from .cluster import SOURCES, encode_snapshot
 from .test_store_failures import cache_of, record

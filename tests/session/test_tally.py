@@ -92,7 +92,7 @@ def test_a_workers_memory_is_bounded_by_the_cap():
     for i in range(500):
         tally.record_predicate(HEAD, SimpleNamespace(namespace="ml", name=f"t{i}"), REJECT)
     agg = tally.take()["c1"]
-    assert agg.size() == 50
+    assert agg.size() == 50 + 1  # the predicate's call count is kept past the cap: one key per verb
     assert agg.dropped == 500 * 3 - 50  # count, rejection count, example note per call
 
 
@@ -137,7 +137,7 @@ def test_a_job_lists_its_tasks(tmp_path):
 
 def test_a_job_is_found_under_its_podgroups_name_with_the_job_uid(tmp_path):
     """Volcano's job controller names a job's PodGroup "<job>-<job UID>" and the scheduler's
-    JobInfo carries that name (e2e/volcano/scenarios/enqueue.yaml, with Volcano's own code): `why
+    JobInfo carries that name (e2e/volcano/cases, enqueue, with Volcano's own code): `why
     ml/train-7` finds the enqueue decision of ml/train-7-<uid>, never one of ml/train-7-other."""
     tally = make_tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)
     reject = StatusDecision(-1, "gpu-cap", "gpu-cap (q.policy:1): job asks 24 GPUs")
@@ -181,7 +181,7 @@ def test_a_predicate_is_tallied_under_the_tasks_object_name():
     task views with and without a namespace, a name or a uid."""
     import json
 
-    from policy_extender.decide.tallying import object_name
+    from policy_extender.decide.tally_shapes import object_name
     from policy_extender.session.tally import SEP, key
     from policy_extender.wire import decode
     from tests.lang.harness import NODE, TASK as WIRE_TASK, merged
@@ -195,7 +195,8 @@ def test_a_predicate_is_tallied_under_the_tasks_object_name():
         tally.record_predicate(HEAD, view, FilterDecision(True))
         counts = tally.take()["c1"].counts
         assert counts == {key("task", object_name(view), "p"): 1,
-                          key("task", object_name(view), "p") + SEP + "fit": 1}, (namespace, name, uid)
+                          key("task", object_name(view), "p") + SEP + "fit": 1,
+                          key("verb", "predicate", "n"): 1}, (namespace, name, uid)  # the verb's calls (decide.unserved)
 
 
 @pytest.mark.parametrize("names_kept", [65536, 2])  # 2: the name cache is emptied as it goes
@@ -371,7 +372,7 @@ def test_folding_many_predicate_calls_runs_no_collection():
 
 
 def test_a_refused_evictee_of_an_abstain_answer_is_not_called_protected(tmp_path):
-    """e2e/volcano/scenarios/victim-preempt-if-none-abstain.yaml: the service abstained (`if none
+    """e2e/volcano/cases, victim-preempt-if-none-abstain: the service abstained (`if none
     abstain`), priority and conformance evicted the pod, and /why said it was protected."""
     from policy_extender.decide.decisions import VictimDecision
 
@@ -390,7 +391,7 @@ def test_a_refused_evictee_of_an_abstain_answer_is_not_called_protected(tmp_path
 
 def test_a_prioritize_of_no_nodes_keeps_the_latest_scores_shown(tmp_path):
     """Volcano v1.14+'s preempt calls prioritize once more with no nodes
-    (e2e/volcano/scenarios/victim-reclaim-all-protected.yaml): /why kept showing no best node."""
+    (e2e/volcano/cases, victim-reclaim-all-protected): /why kept showing no best node."""
     from policy_extender.decide.decisions import ScoreDecision
 
     tally = make_tally(SqliteStore(str(tmp_path / "s.sqlite3")), flush_seconds=3600)

@@ -32,6 +32,19 @@ def shipped(mode: str = "sidecar") -> dict:
     return yaml.safe_load(CONFS[mode].read_text())
 
 
+def unfinal(conf: dict) -> dict:
+    """``conf`` as it was before ``volcano-conf --final-victims`` (the shipped confs have it):
+    every plugin's victim functions on again, but gang's and drf's preemptable (Volcano's default
+    conf switches those off itself). What the placement alone does is shown on this one."""
+    conf = copy.deepcopy(conf)
+    for tier in conf["tiers"]:
+        for plugin in tier["plugins"]:
+            plugin.pop("enableReclaimable", None)
+            if plugin["name"] not in ("gang", "drf"):
+                plugin.pop("enablePreemptable", None)
+    return conf
+
+
 def bundled_policies():
     """The policy set the shipped ConfigMap mounts (docker/k8s/policies/configmap.yaml, made from policies/)."""
     configmap = yaml.safe_load((ROOT / "docker" / "k8s" / "policies" / "configmap.yaml").read_text())
@@ -117,10 +130,17 @@ def test_model_enqueue_permit_skips_only_later_tiers():
 @pytest.mark.parametrize("verb, peers", [("preemptable", {"priority", "conformance"}),
                                          ("reclaimable", {"gang", "conformance"})])
 def test_extender_is_the_last_victim_plugin_of_the_tier_it_must_narrow(mode, verb, peers):
-    tiers = volcano.registered(shipped(mode), verb)
+    tiers = volcano.registered(unfinal(shipped(mode)), verb)
     (tier,) = [t for t in tiers if "extender" in t]
     assert peers <= set(tier), f"{verb}: the extender shares no tier with {peers}: {tiers}"
     assert tier[-1] == "extender", f"{verb}: a plugin after the extender can undo its narrowing: {tier}"
+
+
+@pytest.mark.parametrize("mode", CONFS)
+@pytest.mark.parametrize("verb", ["preemptable", "reclaimable"])
+def test_with_final_victims_the_extender_is_the_only_victim_plugin(mode, verb):
+    """The shipped confs switch every other victim function off (volcano-conf --final-victims)."""
+    assert [p for tier in volcano.registered(shipped(mode), verb) for p in tier] == ["extender"]
 
 
 def placed(conf: dict, where: str) -> dict:
@@ -160,7 +180,7 @@ def test_shipped_conf_keeps_a_protected_pod_that_priority_and_conformance_propos
 
 def test_in_tier_two_the_same_policy_is_never_asked_and_the_protected_pod_is_evicted():
     """As shipped before: tier 1 (priority, conformance) found victims, so tier 2 is not asked."""
-    assert preempt(placed(shipped(), "tier2-last"), {"low": False, "guarded": True}) == ["low", "guarded"]
+    assert preempt(placed(unfinal(shipped()), "tier2-last"), {"low": False, "guarded": True}) == ["low", "guarded"]
 
 
 def test_first_in_its_tier_a_narrowing_that_empties_the_intersection_is_undone():
@@ -171,15 +191,22 @@ def test_first_in_its_tier_a_narrowing_that_empties_the_intersection_is_undone()
     extender = extender_victims("preemptable", victims_body({"low": False, "guarded": True}))
     given = {"extender": extender, "priority": (["guarded"], volcano.PERMIT),
              "conformance": (["low", "guarded"], volcano.PERMIT)}
-    first = placed(shipped(), "tier1-first")
+    first = placed(unfinal(shipped()), "tier1-first")
     assert volcano.evictable(answers(volcano.registered(first, "preemptable"), given)) == ["low", "guarded"]
-    assert volcano.evictable(answers(volcano.registered(shipped(), "preemptable"), given)) is None
+    assert volcano.evictable(answers(volcano.registered(unfinal(shipped()), "preemptable"), given)) is None
+    # with final victims (shipped), the extender's own list stands
+    assert volcano.evictable(answers(volcano.registered(shipped(), "preemptable"), given)) == ["low"]
 
 
 def test_reclaim_tier_two_decides_alone_when_tier_one_finds_nothing():
-    """The documented limit: in reclaim, proportion (tier 2) is asked when tier 1 (gang,
-    conformance, extender) gives no victims, and the extender is not in tier 2."""
-    conf = shipped()
+    """The limit without --final-victims: in reclaim, proportion (tier 2) is asked when tier 1
+    (gang, conformance, extender) gives no victims, and the extender is not in tier 2. The shipped
+    confs switch proportion's reclaim function off, and the protected pod stays."""
+    shipped_tiers = volcano.registered(shipped(), "reclaimable")
+    assert shipped_tiers == [["extender"], []]
+    alone = volcano.evictable(answers(shipped_tiers, {"extender": extender_victims("reclaimable", victims_body({"guarded": True}))}))
+    assert alone is None
+    conf = unfinal(shipped())
     assert volcano.registered(conf, "reclaimable") == [["gang", "conformance", "extender"], ["proportion"]]
     extender = extender_victims("reclaimable", victims_body({"guarded": True}))
     assert extender == ([], 1)

@@ -25,8 +25,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.web.volcano import Server, VolcanoClient
-from tests import SAMPLES
+from tests.support.volcano import Server, VolcanoClient
+from tests.support.bodies import SAMPLES
 
 COUNT = "score count: session.allocated.tasks * 1000\n"
 DEATH = re.compile(r"Worker \(pid:(\d+)\) was sent (\w+)|Worker \(pid:(\d+)\) exited with code (\d+)")

@@ -22,8 +22,8 @@ import time
 from collections import Counter
 
 from policy_extender.policyset import compile_sources
-from tests.reload.kubelet import ConfigMapVolume
-from tests.reload.server import Server, sample
+from tests.policyset.kubelet import ConfigMapVolume
+from tests.policyset.server import Server, sample
 
 COUNT = "score session.allocated.tasks * 1000\n"
 #: log lines that explain client failures: workers starting, policy loads and their errors

@@ -7,15 +7,18 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from policy_extender import schema
+from policy_extender.lang import ast, builtins
+
 POLICIES = sorted((Path(__file__).resolve().parents[2] / "policies").glob("*.policy"))
-KINDS = ["filter", "score", "victim", "preemptable", "reclaimable", "enqueue", "overused", "ready"]
+KINDS = list(schema.DECISION_ROOTS)  # every rule kind
 ROOTS = ["task", "node", "job", "queue", "session", "evictor", "evictee", "free_gpu", "task_gpu", "x"]
 FIELDS = ["labels", "annotations", "idle", "gpu", "cpu", "tasks", "name", "priority", "requests", "job",
           "queue", "min_available", "ready_tasks", "tolerations", "taints", "allocated", "__class__", "mro"]
-BUILTINS = ["len", "lower", "upper", "startswith", "endswith", "contains", "matches", "split", "join",
-            "keys", "values", "number", "string", "min", "max", "abs", "floor", "ceil", "round", "has",
-            "default", "tolerates", "getattr", "eval"]
-AGGREGATES = ["sum", "count", "any", "all", "min", "max"]
+#: every builtin of the language (read from its table, so a new one is fuzzed too), and names a
+#: policy must never reach (Python's)
+BUILTINS = [*sorted(builtins.BUILTINS), "getattr", "eval"]
+AGGREGATES = list(ast.AGGREGATES)
 BINARY = ["+", "-", "*", "/", "%", "??", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "and", "or"]
 NUMBERS = ["0", "1", "2.5", "1e3", "4Gi", "500m", "9223372036854775807", "99999999999999999999", "1e308"]
 STRINGS = ['"a"', "'zone-a'", '""', '"9e999999999"', '"(a+)+$"', '".*.*=.*"', '"{0.__class__}"', '"%s%n"',

@@ -6,7 +6,7 @@ import pytest
 
 from policy_extender.wire import compact
 from tests.web import goresponses
-from tests.web.conftest import post
+from tests.support.app import post
 
 POLICIES = {"p.policy": """\
 filter zone: node.labels["zone"] == task.annotations["zone"]

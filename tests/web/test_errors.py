@@ -9,7 +9,8 @@ import json
 import pytest
 
 from tests.web import goresponses
-from tests.web.conftest import post, sample, sample_json
+from tests.support.app import post
+from tests.support.bodies import sample, sample_json
 
 
 def error_of(response, status: int) -> str:

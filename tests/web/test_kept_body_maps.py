@@ -17,7 +17,7 @@ import pytest
 
 from policy_extender.web import socket_body
 from policy_extender.web.dispatch import AnswerThenRelease
-from tests.web.volcano import Server, VolcanoClient, body_maps
+from tests.support.volcano import Server, VolcanoClient, body_maps
 
 SIZE = socket_body.MAPPED_FROM
 
@@ -234,7 +234,7 @@ def _tcp_pair():
 
 
 def _reader(sock, buffered: bytes):
-    """What ``_read`` uses of gunicorn's LengthReader (the real one: tests/web/test_socket_body.py)."""
+    """What ``_read`` uses of gunicorn's LengthReader (the real one: tests/served/test_socket_body.py)."""
     from types import SimpleNamespace
 
     return SimpleNamespace(unreader=SimpleNamespace(buf=io.BytesIO(buffered), sock=sock), length=None)

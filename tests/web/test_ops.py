@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from tests.web.conftest import post, sample_json
+from tests.support.app import post
+from tests.support.bodies import sample_json
 
 
 def test_healthz_and_readyz_with_a_good_policy_set(client):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from tests.web.conftest import post
+from tests.support.app import post
 
 REQUEST_LOG = "policy_extender.request"
 

@@ -13,7 +13,7 @@ import pytest
 from policy_extender.config import Config
 from policy_extender import trace
 from policy_extender.web import create_app
-from tests.web.volcano import Server, VolcanoClient
+from tests.support.volcano import Server, VolcanoClient
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,8 @@ import copy
 import pytest
 
 from tests.web import goresponses
-from tests.web.conftest import post, sample, sample_json
+from tests.support.app import post
+from tests.support.bodies import sample, sample_json
 
 ZONE = "topology.kubernetes.io/zone"
 

@@ -1,11 +1,11 @@
 """When the worker's event loop hands a request to a thread (``web/worker.py``, ``judge``): only
-once the thread will not wait for the client, except for a large body (its first 64 KiB arrived)."""
+once the thread will not wait for the client, whatever the body's size."""
 
 from __future__ import annotations
 
 import pytest
 
-from policy_extender.web.worker import (HEADERS_AT_MOST, LARGE, STREAM_AFTER_BYTES, WAIT, WHOLE,
+from policy_extender.web.worker import (BODY, CONTINUE, HEADERS_AT_MOST, REFUSE, WAIT, WHOLE,
                                         WHOLE_BODY_BYTES, judge)
 
 MIB = WHOLE_BODY_BYTES
@@ -28,23 +28,32 @@ def post(path: str, body: bytes, *headers: str, length: int | None = None) -> by
     (bytearray(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), WHOLE),  # no body
     (post("/predicate", b"", length=5000), WHOLE),  # over the verb's limit: a 413 without the body
     (post("/onSessionOpen", b"{", length=11 * MIB), WHOLE),
-    (post("/onSessionOpen", b"{", length=9 * MIB), WAIT),  # under it: its start is waited for
-    (post("/onSessionOpen", b" " * STREAM_AFTER_BYTES, length=9 * MIB), LARGE),  # then streamed by a thread
+    (post("/onSessionOpen", b"{", length=9 * MIB), BODY),  # under it: received apart from the headers
+    (post("/onSessionOpen", b" " * (9 * MIB), length=9 * MIB), WHOLE),  # then handed over whole
     (post("/prioritize", b" " * (MIB - 1), length=MIB), WAIT),  # up to a MiB: received whole
     (post("/prioritize", b" " * MIB, length=MIB), WHOLE),
-    (post("/prioritize", b" " * STREAM_AFTER_BYTES, length=MIB + 1), LARGE),
+    (post("/prioritize", b" " * (64 << 10), length=MIB + 1), BODY),  # no thread before the last byte
     (bytearray(b"GET / HTTP/1.1\r\n" + b"X: y\r\n" * 1000), WAIT),
     (bytearray(b"GET / HTTP/1.1\r\n" + b"X: " + b"y" * HEADERS_AT_MOST), WHOLE),  # gunicorn's 400
     (post("/predicate", b"", "Content-Length: 2", length=2), WHOLE),  # two lengths: gunicorn's 400
     (post("/predicate", b"", length=None) + b"", WHOLE),
     (bytearray(b"POST /predicate HTTP/1.1\r\nContent-Length: 2x\r\n\r\n"), WHOLE),  # gunicorn's 400
-    (post("/predicate", b"", "Expect: 100-continue", length=2), LARGE),  # the body after 100 Continue
+    (post("/predicate", b"", "Expect: 100-continue", length=2), CONTINUE),  # sent by the event loop
     (post("/predicate", b"1\r\n{\r\n", "Transfer-Encoding: chunked"), WAIT),
     (post("/predicate", b"1\r\n{\r\n1\r\n}\r\n0\r\n\r\n", "Transfer-Encoding: chunked"), WHOLE),
     (post("/predicate", b"1\r\n{\r\n0\r\nX-Trailer: 1\r\n", "Transfer-Encoding: chunked"), WAIT),
     (post("/predicate", b"1\r\n{\r\n0\r\nX-Trailer: 1\r\n\r\n", "Transfer-Encoding: chunked"), WHOLE),
     (post("/predicate", b"zz\r\n", "Transfer-Encoding: chunked"), WHOLE),  # bad framing: the parser's 400
-    (post("/predicate", b"100000\r\n" + b" " * MIB, "Transfer-Encoding: chunked"), LARGE),  # a long one
+    (post("/predicate", b"100000\r\n" + b" " * MIB, "Transfer-Encoding: chunked"), REFUSE),  # a long one: 413
+    (post("/healthz", b"", length=MIB + 1), REFUSE),  # no verb: no large body
+    (post("/healthz", b"{}", length=2), WHOLE),  # a small one: the app answers
+    (post("/onSessionOpen", b"", length=9 * MIB), BODY),
 ])
 def test_judge(data, verdict):
-    assert judge(data, LIMITS) == verdict
+    assert judge(data, LIMITS)[0] == verdict
+
+
+def test_a_body_over_body_memory_is_refused_with_the_option_named():
+    verdict, (status, reason) = judge(post("/onSessionOpen", b"", length=9 * MIB), LIMITS, body_memory=8 * MIB)
+    assert (verdict, status) == (REFUSE, 413)
+    assert "body_memory" in reason and str(9 * MIB) in reason

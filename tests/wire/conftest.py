@@ -1,15 +1,8 @@
-"""Shared inputs for the wire tests: the real sample bodies and the two read sets."""
-
+"""The wire tests' read sets: every schema field, or only what the service always needs."""
 
 import pytest
 
 from policy_extender.wire.structs import full_reads
-
-from tests import SAMPLES
-
-
-def sample(name: str) -> bytes:
-    return (SAMPLES / f"{name}.json").read_bytes()
 
 
 @pytest.fixture(params=["full", "minimal"])

@@ -18,7 +18,7 @@ from policy_extender.policyset.compile import compile_sources
 from policy_extender.wire import arriving, decode, node_reuse, open_stream, snapshot
 from policy_extender.wire.session_views import NO_SESSION
 
-from tests import SAMPLES
+from tests.support.bodies import SAMPLES
 
 NO_CLUSTER_READ = "filter gpu: node.idle.gpu >= task.requests.gpu\nenqueue cap: job.total_request.gpu <= 16\n"
 IDLE_READ = "enqueue research: cluster.idle.gpu >= 4\n    when job.queue_name == \"research\"\n"
@@ -38,7 +38,11 @@ def stored_snapshot(sources: dict[str, str]) -> tuple[dict, Exchanger]:
     exchanger = Exchanger(compile_sources(sources))
     exchanger.open_session(open_body())
     store = exchanger.service.sessions
-    return msgspec.msgpack.decode(store.snapshot(store.head().session_id)), exchanger
+    head = store.head()
+    assert head is not None
+    snapshot = store.snapshot(head.session_id)
+    assert snapshot is not None
+    return msgspec.msgpack.decode(snapshot), exchanger
 
 
 def test_a_set_that_reads_no_cluster_fact_keeps_no_node_in_the_snapshot():

@@ -11,7 +11,7 @@ from policy_extender.errors import CompactError
 from policy_extender.wire.snapshot import decode_session_open
 from policy_extender.wire.session_views import SnapshotEnv
 
-from .conftest import sample
+from tests.support.bodies import sample
 
 
 def wire(body) -> bytes:

@@ -15,7 +15,7 @@ from policy_extender.policyset import compile_sources
 from policy_extender.wire.paths import ALWAYS_READ
 from policy_extender.wire.structs import GO_KEYS, REQUIRED, expected, struct_for
 
-from .conftest import sample
+from tests.support.bodies import sample
 
 DECODERS = {
     "predicate": decode_predicate, "prioritize": decode_prioritize,
@@ -314,7 +314,7 @@ def test_decoded_struct_holds_no_pod_spec():
 
 
 def test_benchmark_body_has_twenty_pods_and_decodes(full):
-    from bench.decode import synthetic_body
+    from bench.cpu.decode import synthetic_body
     body = synthetic_body(json.loads(sample("predicate")), 20)
     node = decode_predicate(body, full).node
     assert len(node.tasks) == 20 and len({t.uid for t in node.tasks}) == 20
@@ -418,7 +418,7 @@ def _go_names(obj: dict) -> dict:
 
 
 def test_podgroup_and_queue_of_volcano_up_to_v1_13_decode_as_of_v1_14(full):
-    """e2e/volcano/scenarios/enqueue.yaml on Volcano v1.10.0 found queue.state null: the
+    """e2e/volcano/cases, enqueue on Volcano v1.10.0 found queue.state null: the
     Queue of a QueueInfo (and the PodGroup of a JobInfo) arrived under Go field names."""
     body = json.loads(sample("jobReady"))
     body["job"]["PodGroup"] = _go_names(body["job"]["PodGroup"])

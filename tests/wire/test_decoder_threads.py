@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from policy_extender.wire import decode
-from tests import SAMPLES
+from tests.support.bodies import SAMPLES
 
 
 def test_threads_asking_together_for_a_new_read_set_share_one_decoder():

@@ -11,7 +11,7 @@ from policy_extender.wire import encode
 from policy_extender.wire.decode import decode_victims
 from policy_extender.wire.encode import EncodeError
 
-from .conftest import sample
+from tests.support.bodies import sample
 
 
 # Go's extender/argument.go response structs, field for field (json tags as keys).

@@ -17,7 +17,7 @@ from bench.generate import Bodies, Cluster, ClusterSpec
 from policy_extender.errors import WireError
 from policy_extender.policyset.compile import compile_sources, load_directories
 from policy_extender.wire import decode, node_reuse
-from tests.forking import in_forked_child
+from tests.support.forking import in_forked_child
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = load_directories([ROOT / "bench" / "policies"]).reads

@@ -13,7 +13,7 @@ from bench.generate import Cluster, ClusterSpec, write_snapshot
 from policy_extender.policyset.compile import load_directories
 from policy_extender.wire import arriving, open_stream, snapshot
 from tests.wire.streams import assert_fails_like_the_whole_decoder, error_of
-from tests.forking import in_forked_child
+from tests.support.forking import in_forked_child
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = load_directories([ROOT / "bench" / "policies"]).reads

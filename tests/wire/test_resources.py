@@ -158,7 +158,7 @@ def test_views_read_one_amount_of_every_wire_resources_field():
     from policy_extender.wire.structs import full_reads
     from policy_extender.wire.views import WireResources
 
-    from .conftest import sample
+    from tests.support.bodies import sample
     request = decode_predicate(sample("predicate"), full_reads())
     views = [request.task, request.node, decode_job(sample("jobReady"), full_reads()).job]
     checked = 0

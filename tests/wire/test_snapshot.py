@@ -9,7 +9,7 @@ from policy_extender.wire.decode import decode_placed_task, decode_task_event
 from policy_extender.errors import WireError
 from policy_extender.wire.session_views import SnapshotEnv
 
-from .conftest import sample
+from tests.support.bodies import sample
 
 JOB_002 = "ml/job-002-8379799c-38b5-481a-ad2d-f76627ecc4bd"
 

@@ -6,7 +6,7 @@ from policy_extender import schema
 from policy_extender.wire.decode import decode_job, decode_predicate, decode_queue
 from policy_extender.wire.views import VIEW_TYPES
 
-from .conftest import sample
+from tests.support.bodies import sample
 
 
 def _public(cls):

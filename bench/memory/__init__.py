@@ -1,0 +1,1 @@
+"""Memory benchmarks: RSS and heap over whole cycles, served and in one process, and how cost grows with the cluster."""

@@ -1,0 +1,1 @@
+"""Tests of ``policy_extender.commands`` and the CLI."""

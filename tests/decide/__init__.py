@@ -1,0 +1,1 @@
+"""Tests of ``policy_extender.decide``: the verb table, PolicySet, the handlers."""
