@@ -56,6 +56,25 @@ class Engine:
     binary: Path
 
 
+    def run(self, scenario: dict, *, policy_extender: list[str] | None = None, timeout: float = 300) -> dict:
+        """Run one scenario (the harness's format: ``e2e/volcano/scenario.go``) and return the
+        harness's JSON report of what Volcano did (``e2e/volcano/outcome.go``)."""
+        command = policy_extender or policy_extender_command()
+        with tempfile.TemporaryDirectory(prefix="policy-extender-outcome-") as work:
+            scenarios = Path(work) / "scenarios"
+            scenarios.mkdir()
+            (scenarios / "case.yaml").write_text(json.dumps(scenario), encoding="utf-8")  # JSON is YAML
+            run = subprocess.run(
+                [str(self.binary), "-json", "-one", "case", "-release", self.release, "-repo", work,
+                 "-scenarios", str(scenarios), "-work", str(Path(work) / "run"), "-cli", " ".join(command)],
+                capture_output=True, text=True, timeout=timeout, check=False)
+        for line in run.stdout.splitlines():
+            if line.startswith("{"):
+                return json.loads(line)
+        raise EngineError(f"Volcano's scheduler {self.release} gave no result (exit {run.returncode}): "
+                          + (run.stderr.strip() or run.stdout.strip())[-2000:])
+
+
 @dataclass(frozen=True)
 class Plan:
     """How the harness is built for one release (a row of ``e2e/volcano/releases/builds``)."""
@@ -114,24 +133,6 @@ def _unbuildable(module_file: Path, shared: Path) -> str:
         return (f"its source tree ({tree.name}) lacks third_party/, which pkg/scheduler/api imports "
                 "(third_party/hami/util)")
     return ""
-
-    def run(self, scenario: dict, *, policy_extender: list[str] | None = None, timeout: float = 300) -> dict:
-        """Run one scenario (the harness's format: ``e2e/volcano/scenario.go``) and return the
-        harness's JSON report of what Volcano did (``e2e/volcano/outcome.go``)."""
-        command = policy_extender or policy_extender_command()
-        with tempfile.TemporaryDirectory(prefix="policy-extender-outcome-") as work:
-            scenarios = Path(work) / "scenarios"
-            scenarios.mkdir()
-            (scenarios / "case.yaml").write_text(json.dumps(scenario), encoding="utf-8")  # JSON is YAML
-            run = subprocess.run(
-                [str(self.binary), "-json", "-one", "case", "-release", self.release, "-repo", work,
-                 "-scenarios", str(scenarios), "-work", str(Path(work) / "run"), "-cli", " ".join(command)],
-                capture_output=True, text=True, timeout=timeout, check=False)
-        for line in run.stdout.splitlines():
-            if line.startswith("{"):
-                return json.loads(line)
-        raise EngineError(f"Volcano's scheduler {self.release} gave no result (exit {run.returncode}): "
-                          + (run.stderr.strip() or run.stdout.strip())[-2000:])
 
 
 class EngineError(Exception):

@@ -31,7 +31,7 @@ def checkout(tmp_path: Path, shared_trees: dict[str, str] | None = None) -> Path
 def test_every_row_names_module_files_that_exist():
     rows = engine._rows(RELEASES / "builds")
     assert [r[0] for r in rows][:1] == ["v1.15.1"] and {"v1.14.1", "v1.10.0", "v1.13.3"} <= {r[0] for r in rows}
-    for release, tags, proxy, compat, shared in rows:
+    for release, _tags, proxy, compat, shared in rows:
         assert all((RELEASES / name).is_file() and (RELEASES / name).with_suffix(".sum").is_file()
                    for name in (proxy, shared) if name != "-"), release
         assert compat in ("yes", "no")

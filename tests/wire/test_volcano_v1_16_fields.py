@@ -18,7 +18,7 @@ from policy_extender.policyset import compile_sources
 from policy_extender.wire.decode import decode_predicate
 from policy_extender.wire.snapshot import decode_session_open
 
-from .conftest import sample
+from tests.support.bodies import sample
 
 POD_META = json.dumps({"uid": "7d0c1c1e-4b5a-4bb1-9d25-3a0c2b1e9f00", "name": "numa-0", "namespace": "ml"},
                       separators=(",", ":"))
