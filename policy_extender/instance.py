@@ -8,6 +8,7 @@ instance, made by the gunicorn master before any worker forks and removed when t
 /dev/shm/policy-extender-<pid>-<random>/      mode 0700 (tempfile.mkdtemp); /dev/shm when writable
     owner                   the owner record (below), flocked by the master for its whole life
     sessions.sqlite3        the session store of ``--session-store sqlite:`` (the default)
+    previous-sessions.sqlite3  that store of the instance this one replaced (below), until a worker read it
     metrics/                PROMETHEUS_MULTIPROC_DIR, unless that variable is set explicitly
     last-good.json          the last good policy set this instance served (policyset.versions.LastGoodCopy)
 ```
@@ -29,6 +30,17 @@ with POSIX locks.
 The same owner record, as ``owner`` inside each runtime directory, lets a starting master remove
 the runtime directories of instances that died without cleaning up (SIGKILL, OOM): a directory
 whose ``owner`` lock nobody holds is stale (:func:`sweep_stale`).
+
+A restart of the whole service in the middle of a cycle (the container killed and started again
+with the same command) must not make the cycle's calls decide without its session, which was in
+the default store of the instance that died. So before removing a stale directory whose owner
+ran the same command line as this process, the new instance takes over its session store as
+``previous-sessions.sqlite3`` (a rename: nothing here opens it); the first worker reads it and,
+if a session was open there, answers 503 for it until the next onSessionOpen
+(``session.lost.inherit_previous``). Another instance sweeping meanwhile (several run on one
+host) leaves a stale directory alone while its session store was written within the last
+``session_ttl``, so that the restarted instance still finds it. An explicit ``sqlite:PATH``
+needs none of this: the restarted instance opens the same file and goes on with the same session.
 """
 
 from __future__ import annotations
@@ -56,6 +68,7 @@ RUNTIME_PREFIX = "policy-extender-"
 OWNER_FILE = "owner"
 OWNER_SUFFIX = ".owner"
 STORE_FILE = "sessions.sqlite3"
+PREVIOUS_STORE_FILE = "previous-sessions.sqlite3"
 METRICS_DIR = "metrics"
 LAST_GOOD_FILE = "last-good.json"
 SHM = "/dev/shm"
@@ -187,8 +200,17 @@ def _in_use_message(guarded: str, record_path: str, owner: OwnerRecord | None) -
 # the runtime directory
 
 
+#: where runtime directories are made, when set (else /dev/shm or the temp directory)
+RUNTIME_PARENT_ENV = "POLICY_EXTENDER_RUNTIME_PARENT"
+
+
 def runtime_parent() -> str:
-    """``/dev/shm`` when it is a writable directory (tmpfs: fast, gone at reboot), else the temp dir."""
+    """``$POLICY_EXTENDER_RUNTIME_PARENT`` when set (a directory of this service alone: then no
+    other program's instances sweep its stale directories), else ``/dev/shm`` when it is a
+    writable directory (tmpfs: fast, gone at reboot), else the temp dir."""
+    chosen = os.environ.get(RUNTIME_PARENT_ENV)
+    if chosen:
+        return chosen
     return SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK) else tempfile.gettempdir()
 
 
@@ -206,8 +228,12 @@ def make_runtime_dir(parent: str | None = None) -> tuple[str, OwnerLock]:
     return directory, lock
 
 
-def sweep_stale(parent: str | None = None) -> list[str]:
-    """Remove this user's runtime directories whose owner is gone; returns the paths removed."""
+def sweep_stale(parent: str | None = None, successor: str | None = None, keep_seconds: float = 0.0) -> list[str]:
+    """Remove this user's runtime directories whose owner is gone; returns the paths removed.
+    ``successor``: this instance's new runtime directory, which takes over the session store of
+    a stale one whose owner ran this process's command line; a stale directory of another
+    command line whose session store was written in the last ``keep_seconds`` is left for its
+    own successor (the module docstring)."""
     parent = parent or runtime_parent()
     removed: list[str] = []
     try:
@@ -216,14 +242,52 @@ def sweep_stale(parent: str | None = None) -> list[str]:
         return removed
     for name in entries:
         path = os.path.join(parent, name)
-        fd = _claim_stale(path) if name.startswith(RUNTIME_PREFIX) else None
+        fd = _claim_stale(path) if name.startswith(RUNTIME_PREFIX) and path != successor else None
         if fd is not None:
+            if successor is not None and not _take_over_store(fd, path, successor) and \
+                    _written_within(os.path.join(path, STORE_FILE), keep_seconds):
+                os.close(fd)  # another command's: its restart may come for it
+                continue
             shutil.rmtree(path, ignore_errors=True)
             os.close(fd)
             removed.append(path)
     if removed:
         log.info("removed %d runtime directories of instances that are gone: %s", len(removed), ", ".join(removed))
     return removed
+
+
+def _written_within(store: str, seconds: float) -> bool:
+    """Whether the store file (or its WAL, where commits land first) changed in the last ``seconds``."""
+    newest = 0.0
+    for suffix in ("", "-wal"):
+        try:
+            newest = max(newest, os.path.getmtime(store + suffix))
+        except OSError:
+            pass
+    return time.time() - newest < seconds
+
+
+def _take_over_store(owner_fd: int, stale: str, successor: str) -> bool:
+    """Move the stale directory's default session store into ``successor`` as
+    PREVIOUS_STORE_FILE when its owner ran this process's command line (the newest such wins);
+    whether the owner ran this command line."""
+    owner = OwnerRecord.parse(_read_fd(owner_fd))
+    if owner is None or owner.command != OwnerRecord.of_this_process().command:
+        return False
+    if not os.path.exists(os.path.join(stale, STORE_FILE)):
+        return True
+    previous = os.path.join(successor, PREVIOUS_STORE_FILE)
+    try:
+        if os.path.exists(previous) and os.path.getmtime(previous) >= os.path.getmtime(os.path.join(stale, STORE_FILE)):
+            return True
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(os.path.join(stale, STORE_FILE + suffix)):
+                os.replace(os.path.join(stale, STORE_FILE + suffix), previous + suffix)
+        log.info("took over the session store of the instance this one replaced (%s): a session it "
+                 "held is answered 503 until the next onSessionOpen", owner.describe())
+    except OSError as exc:
+        log.warning("could not take over the session store in %s (%s)", stale, exc)
+    return True
 
 
 def _claim_stale(directory: str) -> int | None:
@@ -291,8 +355,8 @@ def start(config: Any, environ: MutableMapping[str, str] = os.environ) -> Instan
         lock.acquire(path)
         locks.append(lock)
     try:
-        sweep_stale()
         directory, own = make_runtime_dir()
+        sweep_stale(successor=directory, keep_seconds=float(getattr(config, "session_ttl", 300.0)))
     except OSError as exc:
         for lock in locks:
             lock.release()

@@ -59,7 +59,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 
 #: Bytes: a predicate body is ~100-200 KB, a snapshot tens to hundreds of MB.
 BODY_BUCKETS = tuple(float(1024 * 4**n) for n in range(0, 11))  # 1 KiB .. 1 GiB
 
-SESSION_EVENTS = ("opened", "closed", "expired", "replaced", "lost", "resynced")
+SESSION_EVENTS = ("opened", "closed", "expired", "replaced", "lost", "resynced", "superseded")
 
 #: Seconds between two writes of a worker's pending tallies into the prometheus values.
 FLUSH_SECONDS = 0.25
@@ -468,8 +468,9 @@ def count_session(event: str) -> None:
     """A session ``opened``, ``closed``, ``expired`` (never closed, forgotten after the session
     TTL), ``replaced`` (never closed, a new onSessionOpen came first), ``lost`` (a worker found
     its session gone from the store without an end: the store restarted empty or its file was
-    replaced) or ``resynced`` (a worker found the store's history of the session different from
-    the one it applied, e.g. a failover lost writes, and read it again)."""
+    replaced), ``resynced`` (a worker found the store's history of the session different from
+    the one it applied, e.g. a failover lost writes, and read it again) or ``superseded`` (an
+    onSessionOpen not stored because an open or close that arrived after it was stored first)."""
     if event not in SESSION_EVENTS:
         raise ValueError(f"session event {event!r} is not one of {', '.join(SESSION_EVENTS)}")
     _child(metrics().sessions, event).inc()

@@ -90,7 +90,7 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("best_effort", "bool", "the task requests no resources"),
         Field("node_name", "string", "node the task is placed on (empty while pending)"),
         Field("job_id", "string", "UID of the task's job"),
-        Field("job", "job", "the task's job, from the session snapshot (null with no open session)", session=True),
+        Field("job", "job", "the task's job, from the session snapshot (null with no open session), net of this cycle's events on its tasks (their status, ready_tasks, pending_tasks, allocated)", session=True),
         Field("queue", "queue", "the task's job's queue, from the session snapshot", session=True),
     ),
     "node": _fields(
@@ -148,6 +148,13 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("queue", "string", "name of the job's queue, from the session snapshot (null when the snapshot does not know the job)", session=True),
         Field("node", "string", "name of the node the task was placed on (or evicted from)", session=True),
         Field("requests", "resources", "resources the task requests", _RES, session=True),
+        Field("name", "string", "the task's pod name", session=True),
+        Field("namespace", "string", "the task's pod namespace", session=True),
+        Field("role", "string", "the task's role in its job (Volcano TaskRole)", session=True),
+        Field("labels", "map[string]", "the task's pod labels, as its last event sent them", session=True),
+        Field("annotations", "map[string]", "the task's pod annotations, as its last event sent them", session=True),
+        Field("priority", "number", "the task's priority", session=True),
+        Field("status", "string", "the task's status as its last event sent it (Volcano sends Allocated or Pipelined for a placement, Releasing for an eviction)", session=True),
     ),
     "session": _fields(
         Field("open", "bool", "a session (onSessionOpen without onSessionClose) is open", session=True),
@@ -170,7 +177,7 @@ TYPES: dict[str, dict[str, Field]] = {
         Field("unknown", "number", "jobs whose PodGroup phase is Unknown", "jobs", session=True),
     ),
     "cluster": _fields(
-        Field("nodes", "list[node]", "every node of the session snapshot, in the snapshot's order; each node's idle and used are net of this cycle's allocations on it", session=True),
+        Field("nodes", "list[node]", "every node of the session snapshot, in the snapshot's order, net of this cycle's allocations on it: its idle and used, and its tasks (a task placed this cycle is among them, one evicted this cycle is not)", session=True),
         Field("node_count", "number", "nodes in the session snapshot", "nodes", session=True),
         Field("allocatable", "resources", "allocatable resources summed over every node", _RES, session=True),
         Field("idle", "resources", "idle resources summed over every node, net of this cycle's allocations (a task allocated this cycle is no longer idle; an eviction gives back)", _RES, session=True),

@@ -32,7 +32,7 @@ from policy_extender.policyset.versions import LastGoodCopy, PolicyStore
 from policy_extender.record.capture import recorder_for
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.factory import open_store
-from policy_extender.session.lost import LOST_FILE, LostMarker
+from policy_extender.session.lost import LOST_FILE, LostMarker, inherit_previous
 from policy_extender.session.store import SessionStore
 from policy_extender.wire import decode, node_reuse
 
@@ -144,6 +144,8 @@ def _session_cache(sessions: SessionStore, runtime_dir: str | None) -> SessionCa
     under ``serve`` it shares what it learns of a lost session with the instance's other workers
     through the runtime directory (session/lost.py)."""
     marker = LostMarker(os.path.join(runtime_dir, LOST_FILE)) if runtime_dir else None
+    if marker is not None and runtime_dir is not None:
+        inherit_previous(runtime_dir, marker)  # a restart mid-cycle: that cycle's session is lost
     return SessionCache(sessions, on_event=_count_session_event, lost_marker=marker)
 
 

@@ -442,7 +442,7 @@ func measureMarshal(objs *Objects, confFile string) (time.Duration, int, error) 
 	if err != nil {
 		return 0, 0, err
 	}
-	sc, _, _, stop := newFilledCache(objs)
+	sc, _, _, _, stop := newFilledCache(objs)
 	defer close(stop)
 	ssn := framework.OpenSession(sc, tiers, configurations)
 	defer framework.CloseSession(ssn)

@@ -173,21 +173,6 @@ func perCycle(calls map[string]int, rounds int) string {
 	return strings.Join(parts, ", ")
 }
 
-func sortedKeys(m map[string]int) []string {
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := range keys {
-		for j := i + 1; j < len(keys); j++ {
-			if keys[j] < keys[i] {
-				keys[i], keys[j] = keys[j], keys[i]
-			}
-		}
-	}
-	return keys
-}
-
 // runConfCycle runs RunBenchCycle in a new process of this binary with the scheduler conf `conf`.
 func runConfCycle(repo string, size benchSize, url, conf string) (*cycleResult, error) {
 	self, err := os.Executable()

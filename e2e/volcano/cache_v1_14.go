@@ -5,6 +5,7 @@ package main
 // The mock scheduler cache of Volcano v1.12 and later: six parameters, informers to start.
 
 import (
+	v1 "k8s.io/api/core/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/record"
 
@@ -17,7 +18,7 @@ import (
 // binary registers at start (as uthelper's init does).
 func init() { metrics.InitKubeSchedulerRelatedMetrics() }
 
-func newCache(binder *util.FakeBinder, evictor *util.FakeEvictor, stop chan struct{}) *cache.SchedulerCache {
+func newCache(binder *util.FakeBinder, evictor *util.FakeEvictor, statuses *podStatusLog, stop chan struct{}) *cache.SchedulerCache {
 	// The fake Volcano clientset of the published volcano.sh/apis (v1.14.0, which v1.15.x is built
 	// with here) predates watch-list support: with client-go's WatchListClient on, its informers
 	// wait for a bookmark that never comes and the cache never syncs. The informers hold nothing
@@ -25,7 +26,18 @@ func newCache(binder *util.FakeBinder, evictor *util.FakeEvictor, stop chan stru
 	if err := utilfeature.DefaultMutableFeatureGate.Set("WatchListClient=false"); err != nil {
 		panic(err)
 	}
-	sc := cache.NewCustomMockSchedulerCache(schedulerName, binder, evictor, &util.FakeStatusUpdater{}, nil, &record.FakeRecorder{})
+	sc := cache.NewCustomMockSchedulerCache(schedulerName, binder, evictor, &statusUpdater{statuses: statuses}, nil, &record.FakeRecorder{})
 	sc.Run(stop)
 	return sc
+}
+
+// statusUpdater keeps the pod statuses Volcano writes (podStatusLog).
+type statusUpdater struct {
+	util.FakeStatusUpdater
+	statuses *podStatusLog
+}
+
+func (u *statusUpdater) UpdatePodStatus(pod *v1.Pod) (*v1.Pod, error) {
+	u.statuses.record(pod)
+	return pod, nil
 }

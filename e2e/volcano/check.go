@@ -1,6 +1,7 @@
 package main
 
-// A scenario run: what Volcano did, for policy-extender to compare (outcome.go's JSON).
+// A scenario run: what Volcano did in each cycle and over the run, for policy-extender to
+// compare (outcome.go's JSON).
 
 import (
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"time"
 	"volcano.sh/volcano/pkg/scheduler/conf"
+	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"policy-extender/e2e/volcano/internal/harness"
 )
@@ -17,7 +19,9 @@ import (
 type Result struct {
 	Scenario *Scenario
 	Release  string
-	Outcome  *Outcome
+	Outcome  *Outcome   // the run's (the one cycle's, when there is one)
+	Cycles   []*Outcome // each cycle's, with what `why` said right after it (CycleWhy)
+	CycleWhy []map[string]string
 	Calls    map[string]int
 	Failed   map[string]int
 	Err      error
@@ -31,10 +35,10 @@ type Result struct {
 	VictimWhy  map[string]json.RawMessage
 }
 
-// RunScenario starts the service, runs the cycle and reads what Volcano did.
+// RunScenario starts the service, runs the cycles and reads what Volcano did.
 func RunScenario(s *Scenario, release, repo string, command []string, work string) *Result {
 	r := &Result{Scenario: s, Release: release}
-	objs, err := s.Cluster.Build()
+	_, err := s.Cluster.Build() // the cluster's errors before the service starts
 	if err != nil {
 		r.Err = err
 		return r
@@ -72,28 +76,65 @@ func RunScenario(s *Scenario, release, repo string, command []string, work strin
 		configurations = append(configurations, conf.Configuration{Name: action, Arguments: arguments})
 	}
 	jobNames := map[string]string{}
-	for _, j := range s.Cluster.Jobs {
+	for _, j := range s.allJobs() {
 		jobNames[namespaceOf(j)+"/"+PodGroupName(j)] = namespaceOf(j) + "/" + j.Name
 	}
-	r.Outcome, err = RunCycle(objs, actions, tiers, configurations, jobNames)
-	if err != nil {
+	want := s.Expect.For(release)
+	if err := r.runCycles(s, actions, tiers, configurations, jobNames, proxy, svc, command, want); err != nil {
 		r.Err = err
 		return r
 	}
+	r.Outcome = runOutcome(r.Cycles)
 	r.Tiers = switchesOf(tiers)
 	r.Calls, r.Failed, r.Victims = proxy.Calls(), proxy.Failures(), proxy.VictimCalls()
-	r.askWhy(s.Expect.For(release).Why, svc, command)
+	r.WhyText = r.askWhy(want.Why, svc, command)
 	r.Decisions = decisionLines(svc.URL)
 	r.VictimWhy = victimWhy(svc.URL, r.Victims)
 	r.ServiceLog = svc.Log()
 	return r
 }
 
+// runCycles runs the scenario's cycles one after the other against the same service, the
+// cluster evolving between them (cycles.go); after cycle N it asks `why` about the names of
+// expect.cycle.N.why (policy-extender compares every cycle's outcome itself).
+func (r *Result) runCycles(s *Scenario, actions []framework.Action, tiers []conf.Tier, configurations []conf.Configuration,
+	jobNames map[string]string, proxy *Proxy, svc *harness.Service, command []string, want Expect) error {
+	state, err := newClusterState(s)
+	if err != nil {
+		return err
+	}
+	for cycle := 1; cycle <= s.CycleCount(); cycle++ {
+		if cycle > 1 {
+			if err := state.Advance(cycle); err != nil {
+				return err
+			}
+		}
+		before := proxy.Calls()
+		out, err := RunCycle(state.Objects(), actions, tiers, configurations, jobNames)
+		if err != nil {
+			return err
+		}
+		out.Calls = map[string]int{}
+		for verb, n := range proxy.Calls() {
+			if d := n - before[verb]; d > 0 {
+				out.Calls[verb] = d
+			}
+		}
+		r.Cycles = append(r.Cycles, out)
+		r.CycleWhy = append(r.CycleWhy, r.askWhy(want.Cycle[cycle].Why, svc, command))
+		if out.Panic != "" { // the scheduler crashed: no next cycle
+			break
+		}
+		state.Apply(out, cycle)
+	}
+	return nil
+}
+
 // askWhy asks `policy-extender why` about each object the case names (policy-extender checks
 // the lines it must hold).
-func (r *Result) askWhy(want map[string][]string, svc *harness.Service, command []string) {
+func (r *Result) askWhy(want map[string][]string, svc *harness.Service, command []string) map[string]string {
 	if len(want) == 0 {
-		return
+		return nil
 	}
 	names := make([]string, 0, len(want))
 	for name := range want {
@@ -101,14 +142,15 @@ func (r *Result) askWhy(want map[string][]string, svc *harness.Service, command 
 	}
 	sort.Strings(names)
 	time.Sleep(200 * time.Millisecond) // the tally is flushed every 50 ms (--tally-flush-seconds)
-	r.WhyText = map[string]string{}
+	texts := map[string]string{}
 	for _, name := range names {
 		text, err := svc.Why(command, name)
 		if err != nil {
 			text += fmt.Sprintf("\n(policy-extender why: %v)", err)
 		}
-		r.WhyText[name] = text
+		texts[name] = text
 	}
+	return texts
 }
 
 func sortedCopy(in []string) []string {

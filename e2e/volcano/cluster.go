@@ -98,17 +98,11 @@ func (c Cluster) Build() (*Objects, error) {
 		}
 	}
 	for _, n := range nodes {
-		alloc, err := resources(n.Allocatable)
+		node, err := buildNode(n)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+			return nil, err
 		}
-		objs.Nodes = append(objs.Nodes, &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: types.UID(uid("node/" + n.Name)), Labels: n.Labels,
-				Annotations: map[string]string{}},
-			Spec: v1.NodeSpec{Taints: taints(n.Taints), Unschedulable: n.Unschedulable},
-			Status: v1.NodeStatus{Capacity: alloc, Allocatable: alloc,
-				Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}},
-		})
+		objs.Nodes = append(objs.Nodes, node)
 	}
 	for _, j := range c.Jobs {
 		if err := c.buildJob(objs, j); err != nil {
@@ -116,6 +110,20 @@ func (c Cluster) Build() (*Objects, error) {
 		}
 	}
 	return objs, nil
+}
+
+func buildNode(n Node) (*v1.Node, error) {
+	alloc, err := resources(n.Allocatable)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: types.UID(uid("node/" + n.Name)), Labels: n.Labels,
+			Annotations: map[string]string{}},
+		Spec: v1.NodeSpec{Taints: taints(n.Taints), Unschedulable: n.Unschedulable},
+		Status: v1.NodeStatus{Capacity: alloc, Allocatable: alloc,
+			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}},
+	}, nil
 }
 
 func (c Cluster) buildQueues(objs *Objects) error {

@@ -31,6 +31,11 @@ func main() {
 	benchCycle := flag.String("bench-cycle", "", "benchmark (internal): run one cycle against this extender URL (none: without), or marshal")
 	benchSize := flag.String("bench-size", "", "benchmark (internal): NODESxPODS of -bench-cycle")
 	flag.Bool("json", true, "report each scenario's actual outcome as one JSON object per line (the only mode: policy-extender test compares)")
+	simulate := flag.String("simulate", "", "simulate (for policy-extender simulate): run this onSessionOpen body (.json) or case (.yaml) and print the outcome as JSON")
+	policyDir := flag.String("policy-dir", "", "simulate: the policies to serve (every *.policy and *values.yaml file of this directory)")
+	schedulerConf := flag.String("scheduler-conf", "", "simulate: the scheduler conf (default: the case's, else the shipped sidecar conf)")
+	actionsLine := flag.String("actions", "", "simulate: replaces the conf's actions (\"enqueue, allocate\")")
+	serveArgs := flag.String("serve-args", "", "simulate: more options of policy-extender serve, split on spaces (\"--record DIR\")")
 	benchDerived := flag.String("bench-derived", "", "run the derived-conf benchmark instead: SIZES as NODESxPODS[,NODESxPODS]")
 	flag.StringVar(&benchConf, "bench-conf", "", "benchmark (internal): the scheduler conf of -bench-cycle (default: the shipped one)")
 	flag.Parse()
@@ -65,6 +70,14 @@ func main() {
 	}
 	defer cleanup()
 	command := f.Command()
+	if *simulate != "" {
+		o := SimulateOptions{Input: *simulate, PolicyDir: *policyDir, Conf: *schedulerConf,
+			Actions: *actionsLine, Serve: strings.Fields(*serveArgs)}
+		if err := RunSimulate(report, f.Release, f.Repo, command, f.Work, o); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if *benchDerived != "" {
 		if err := RunDerivedBench(report, f.Release, f.Repo, command, f.Work, *benchDerived, *rounds); err != nil {
 			fatal(err)

@@ -44,6 +44,42 @@ type JSONResult struct {
 	// most maxWhy): which rule protected it.
 	VictimWhy  map[string]json.RawMessage `json:"victimWhy,omitempty"`
 	ServiceLog string                     `json:"serviceLog,omitempty"`
+	// Cycles is each cycle's own outcome (one entry for a case of one cycle). The fields above
+	// are then the run's: every cycle's binds (a pod's last node) and evictions, the last
+	// cycle's pipelined tasks and phases, the calls of the whole run, why asked after it.
+	Cycles []CycleJSON `json:"cycles"`
+}
+
+// CycleJSON is what Volcano did in one cycle of several.
+type CycleJSON struct {
+	Binds     map[string]string `json:"binds"`
+	Evictions []string          `json:"evictions"`
+	Pipelined map[string]string `json:"pipelined"`
+	Phases    map[string]string `json:"phases"`
+	Calls     map[string]int    `json:"calls"`
+	Panic     string            `json:"panic,omitempty"`
+	ElapsedMS float64           `json:"elapsedMs"`
+	// Why is what `policy-extender why NAME` printed right after this cycle, for each name of
+	// expect.cycle.N.why.
+	Why map[string]string `json:"why,omitempty"`
+}
+
+func cycleJSON(o *Outcome, why map[string]string) CycleJSON {
+	out := CycleJSON{Binds: o.Binds, Evictions: sortedCopy(o.Evictions), Pipelined: o.Pipelined, Phases: o.Phases,
+		Calls: o.Calls, Panic: o.Panic, ElapsedMS: float64(o.Elapsed.Microseconds()) / 1000, Why: why}
+	if out.Binds == nil {
+		out.Binds = map[string]string{}
+	}
+	if out.Pipelined == nil {
+		out.Pipelined = map[string]string{}
+	}
+	if out.Phases == nil {
+		out.Phases = map[string]string{}
+	}
+	if out.Calls == nil {
+		out.Calls = map[string]int{}
+	}
+	return out
 }
 
 // PluginSwitches is one plugin of a tier and its victim switches.
@@ -80,7 +116,14 @@ func switchesOf(tiers []conf.Tier) [][]PluginSwitches {
 func (r *Result) JSON() JSONResult {
 	out := JSONResult{Name: r.Scenario.Name, Release: r.Release, Binds: map[string]string{}, Evictions: []string{},
 		Pipelined: map[string]string{}, Phases: map[string]string{}, Calls: r.Calls, Failed: r.Failed,
-		Why: r.WhyText, Victims: r.Victims, Tiers: r.Tiers}
+		Why: r.WhyText, Victims: r.Victims, Tiers: r.Tiers, Cycles: []CycleJSON{}}
+	for i, c := range r.Cycles {
+		var why map[string]string
+		if i < len(r.CycleWhy) {
+			why = r.CycleWhy[i]
+		}
+		out.Cycles = append(out.Cycles, cycleJSON(c, why))
+	}
 	if out.Calls == nil {
 		out.Calls = map[string]int{}
 	}

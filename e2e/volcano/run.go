@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"volcano.sh/volcano/pkg/scheduler"
 	"volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/cache"
@@ -30,7 +32,15 @@ type Outcome struct {
 	Evictions []string          // ns/pod
 	Pipelined map[string]string // ns/pod -> node
 	Phases    map[string]string // ns/job (the scenario's job name) -> PodGroup phase
-	Elapsed   time.Duration     // OpenSession to CloseSession
+	// PodGroupPhases is the phase of every PodGroup after the session, by ns/PodGroup name:
+	// what the next cycle's PodGroup holds.
+	PodGroupPhases map[string]string
+	// PodStatuses are the statuses Volcano wrote to pods it could not bind (their PodScheduled
+	// condition, a preemptor's nominated node), by ns/name.
+	PodStatuses map[string]v1.PodStatus
+	// Calls is how often Volcano called each verb in this cycle.
+	Calls   map[string]int
+	Elapsed time.Duration // OpenSession to CloseSession
 	// Panic is the message of a panic in Volcano's code during the actions (the scheduler process
 	// would crash there); the session is then not closed and no phase is read.
 	Panic string
@@ -101,7 +111,7 @@ func removeExtender(tiers []conf.Tier) {
 
 // RunCycle fills a mock scheduler cache with objs and runs one whole session.
 func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, configurations []conf.Configuration, jobNames map[string]string) (*Outcome, error) {
-	sc, binder, evictor, stop := newFilledCache(objs)
+	sc, binder, evictor, statuses, stop := newFilledCache(objs)
 	defer close(stop)
 
 	conf.EnabledActionMap = map[string]bool{}
@@ -110,7 +120,7 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 	}
 	start := time.Now()
 	ssn := framework.OpenSession(sc, tiers, configurations)
-	out := &Outcome{Pipelined: map[string]string{}, Phases: map[string]string{}}
+	out := &Outcome{Pipelined: map[string]string{}, Phases: map[string]string{}, PodGroupPhases: map[string]string{}}
 	out.Panic = runActions(ssn, actions)
 	if out.Panic == "" { // a scheduler that panicked closes no session
 		closeAndRead(ssn, out, jobNames)
@@ -119,6 +129,7 @@ func RunCycle(objs *Objects, actions []framework.Action, tiers []conf.Tier, conf
 	waitSettled(func() int { return binder.Length() + evictor.Length() })
 	out.Binds = binder.Binds()
 	out.Evictions = evictor.Evicts()
+	out.PodStatuses = statuses.all()
 	return out, nil
 }
 
@@ -137,6 +148,7 @@ func closeAndRead(ssn *framework.Session, out *Outcome, jobNames map[string]stri
 			continue
 		}
 		name := job.Namespace + "/" + job.Name
+		out.PodGroupPhases[name] = string(job.PodGroup.Status.Phase)
 		if scenarioName, ok := jobNames[name]; ok {
 			name = scenarioName
 		}
@@ -159,11 +171,12 @@ func runActions(ssn *framework.Session, actions []framework.Action) (panicked st
 }
 
 // newFilledCache is a mock scheduler cache holding objs; close stop when done with it.
-func newFilledCache(objs *Objects) (*cache.SchedulerCache, *util.FakeBinder, *util.FakeEvictor, chan struct{}) {
+func newFilledCache(objs *Objects) (*cache.SchedulerCache, *util.FakeBinder, *util.FakeEvictor, *podStatusLog, chan struct{}) {
 	binder := util.NewFakeBinder(100000)
 	evictor := util.NewFakeEvictor(100000)
 	stop := make(chan struct{})
-	sc := newCache(binder, evictor, stop)
+	statuses := &podStatusLog{byPod: map[string]v1.PodStatus{}}
+	sc := newCache(binder, evictor, statuses, stop)
 	for _, n := range objs.Nodes {
 		sc.AddOrUpdateNode(n)
 	}
@@ -179,7 +192,7 @@ func newFilledCache(objs *Objects) (*cache.SchedulerCache, *util.FakeBinder, *ut
 	for _, pc := range objs.PriorityClasses {
 		sc.AddPriorityClass(pc)
 	}
-	return sc, binder, evictor, stop
+	return sc, binder, evictor, statuses, stop
 }
 
 // waitSettled waits until binds and evictions, which Volcano sends from goroutines, stop coming.

@@ -39,7 +39,30 @@ type Scenario struct {
 	Serve   []string `json:"serve,omitempty"`
 	Cluster Cluster  `json:"cluster"`
 	Fault   *Fault   `json:"fault,omitempty"`
-	Expect  Expect   `json:"expect"`
+	// Cycles is how many scheduling cycles run, one after the other against the same service
+	// (default 1); between two cycles the cluster evolves (cycles.go): binds become running
+	// pods, evicted pods go after EvictionGrace cycles, tasks with a duration finish, and the
+	// Events of the next cycle happen.
+	Cycles int `json:"cycles,omitempty"`
+	// EvictionGrace is how many cycles an evicted pod stays, terminating (Volcano's Releasing),
+	// before it is gone (default 1).
+	EvictionGrace *int    `json:"evictionGrace,omitempty"`
+	Events        []Event `json:"events,omitempty"`
+	Expect        Expect  `json:"expect"`
+}
+
+// Event changes the cluster before cycle Before (2 to Cycles), after the previous cycle's
+// outcome was applied.
+type Event struct {
+	Before   int    `json:"before"`
+	AddJobs  []Job  `json:"addJobs,omitempty"`
+	AddNodes []Node `json:"addNodes,omitempty"`
+	// RemoveNodes deletes nodes and the pods bound to them.
+	RemoveNodes []string `json:"removeNodes,omitempty"`
+	Cordon      []string `json:"cordon,omitempty"`
+	Uncordon    []string `json:"uncordon,omitempty"`
+	// DeletePods deletes pods (ns/name) at once, as `kubectl delete --force` does.
+	DeletePods []string `json:"deletePods,omitempty"`
 }
 
 // Fault makes the service fail the way a deployment can.
@@ -120,6 +143,10 @@ type Task struct {
 	Tolerations        []Taint             `json:"tolerations,omitempty"`
 	// Nodes places replica i on Nodes[i] (running); a replica without a node is pending.
 	Nodes []string `json:"nodes,omitempty"`
+	// Duration is how many cycles a replica runs before it succeeds (several cycles only;
+	// 0: it runs for ever). A replica running at the start has run from cycle 1, a replica
+	// bound in cycle N from cycle N+1.
+	Duration int `json:"duration,omitempty"`
 }
 
 // Expect is the outcome case's expectations as written (policy-extender compares them; the
@@ -137,6 +164,10 @@ type Expect struct {
 	// Releases replaces, for the releases whose version starts with the key ("v1.10"), the
 	// fields it sets: what an older Volcano does differently.
 	Releases map[string]Expect `json:"releases,omitempty"`
+
+	// Cycle is expect.cycle.N of a case of several cycles: the harness reads only its Why, to
+	// ask `policy-extender why` about those names right after cycle N.
+	Cycle map[int]Expect `json:"cycle,omitempty"`
 }
 
 // For is what to expect of a release: the scenario's expect with the release's replacements.
@@ -167,6 +198,9 @@ func (e Expect) For(release string) Expect {
 		if r.Panic != "" {
 			out.Panic = r.Panic
 		}
+		if r.Cycle != nil {
+			out.Cycle = r.Cycle
+		}
 	}
 	return out
 }
@@ -188,6 +222,9 @@ func LoadScenarios(dir string) ([]*Scenario, error) {
 func (s *Scenario) validate() error {
 	if len(s.Policies) == 0 && len(s.PolicyFiles) == 0 {
 		return fmt.Errorf("no policies: a scenario serves at least one policy file")
+	}
+	if err := s.validateCycles(); err != nil {
+		return err
 	}
 	for _, j := range s.Cluster.Jobs {
 		if len(j.Tasks) == 0 {

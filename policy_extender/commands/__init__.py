@@ -16,7 +16,7 @@ import os
 import sys
 
 COMMANDS = ["serve", "check", "fmt", "test", "eval", "replay", "configmap", "volcano-conf", "kube-scheduler-conf",
-            "why", "lsp"]
+            "why", "lsp", "simulate"]
 
 
 def missing_paths(command: str, paths) -> bool:

@@ -108,7 +108,7 @@ DECIDED_KEYS = tally_shapes.shown_keys(SHAPES)
 
 
 def _cycle_has_data(cycle: dict) -> bool:
-    return any(k in cycle for k in DECIDED_KEYS) or bool(cycle.get("tasks"))
+    return any(k in cycle for k in DECIDED_KEYS) or bool(cycle.get("tasks")) or bool(cycle.get("job"))
 
 
 def render(answers: list[dict], every_cycle: bool = False) -> list[str]:
@@ -147,5 +147,11 @@ def render(answers: list[dict], every_cycle: bool = False) -> list[str]:
 
 
 def describe(kind: str, name: str, data: dict) -> list[str]:
-    """The lines of one object in one cycle (each verb's, by its tally shape: decide/tally_shapes.py)."""
-    return tally_shapes.lines(SHAPES, kind, name, data)
+    """The lines of one object in one cycle (each verb's, by its tally shape: decide/tally_shapes.py);
+    a task's own, then its job's (``job``: what holds every task of the job, such as enqueue)."""
+    found = tally_shapes.lines(SHAPES, kind, name, data)
+    job = data.get("job") if kind == "task" else None
+    if job:
+        pod_group = f", PodGroup {job['podgroup']}" if job.get("podgroup") else ""
+        found += tally_shapes.lines(SHAPES, "job", f"{job['name']} (the job of task {name}{pod_group})", job)
+    return found

@@ -220,9 +220,18 @@ def late_open_watch(config: Any) -> Callable[[Any], None]:
     limit = config.volcano_timeout
 
     def watch(record: Any) -> None:
-        if record.verb != ON_SESSION_OPEN or record.status != 200 or not limit or record.seconds <= limit:
+        if record.verb != ON_SESSION_OPEN or record.status not in (200, 409) or not limit or record.seconds <= limit:
             return
         metrics.count_late_open()
+        if record.status == 409:  # superseded: a later open or close was stored first, this one was not
+            log.warning("onSessionOpen took %.3f s to receive and store (%d bytes), longer than volcano_timeout "
+                        "%.3f s, and was not stored: Volcano had closed that cycle and opened the next "
+                        "meanwhile (counted as sessions_total{event=\"superseded\"}). Raise "
+                        "extender.httpTimeout (docs/operations.md, 'Choosing extender.httpTimeout') and set "
+                        "volcano_timeout to the same value", record.seconds, record.body_bytes, limit,
+                        extra={"verb": "onSessionOpen", "seconds": round(record.seconds, 3),
+                               "volcano_timeout": limit})
+            return
         log.warning(
             "onSessionOpen took %.3f s to receive and store (%d bytes), longer than volcano_timeout "
             "%.3f s: Volcano gave up on it and logged the open as failed, so for this cycle it either "

@@ -1,18 +1,27 @@
 """The verbs that decide nothing: the session's open and close, ``jobEnqueued``, and the
 allocate/deallocate events that the shared session store counts (net, retries are safe).
+
+Opens are ordered by arrival, not by when they are stored: an onSessionOpen takes a ticket from
+the store as it arrives (``note_arrival``, called by the HTTP layer before the body is read; else
+at the start of the handler), and the store refuses to store it once an open or close that
+arrived later was stored (``OpenSuperseded``: answered 409 and counted as a ``superseded``
+session event). So an open Volcano gave up on (``extender.httpTimeout``) that finishes after the
+next cycle's close and open never replaces that cycle's session.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from policy_extender import metrics, trace
 from policy_extender.decide.worker_state import LoadedSet, WorkerState
 from policy_extender.decide.reply import Reply, VerbError
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
-from policy_extender.session.store import Head, SessionCounts
+from policy_extender.session.store import Head, OpenSuperseded, SessionCounts
 from policy_extender.wire import decode as wire_decode
-from policy_extender.wire import arriving, encode, snapshot
+from policy_extender.wire import arriving, encode, placed, snapshot
+from policy_extender.wire.paths import PLACED
 
 EMPTY_OBJECT = b"{}"
 
@@ -26,7 +35,33 @@ def current_policy(service: WorkerState) -> Any:
     return policy_set
 
 
+#: this thread's onSessionOpen's arrival ticket (``note_arrival``), or None
+_arrival = threading.local()
+
+
+def note_arrival(service: WorkerState) -> None:
+    """An onSessionOpen has just arrived on this thread, its body not read yet: take its ticket
+    (``SessionStore.begin_open``) for this thread's handler. A store that cannot give one now
+    leaves it to the handler, which then fails the call as the store does. Pair with
+    :func:`forget_arrival` once the call is answered."""
+    try:
+        _arrival.ticket = service.sessions.begin_open()
+    except Exception:  # the store is down: the handler's own begin_open answers 503 for it
+        _arrival.ticket = None
+
+
+def forget_arrival() -> None:
+    """The call is answered: a ticket no handler took (a body refused) is not the next call's."""
+    _arrival.ticket = None
+
+
+def _arrival_ticket(service: WorkerState) -> int:
+    ticket, _arrival.ticket = getattr(_arrival, "ticket", None), None
+    return ticket if ticket is not None else service.sessions.begin_open()
+
+
 def on_session_open(service: WorkerState, body: bytes) -> Reply:
+    ticket = _arrival_ticket(service)
     streamed = arriving.take(body)
     if streamed is not None:  # decoded while it arrived (web.dispatch.read_streamed): the rest now
         policy_set, stream = streamed
@@ -43,7 +78,12 @@ def on_session_open(service: WorkerState, body: bytes) -> Reply:
     del pruned, streamed
     trace.mark("encoded")
     before = service.sessions.session_counts()
-    service.sessions.open(data, policy_set.version, dict(policy_set.sources))
+    try:
+        service.sessions.open(data, policy_set.version, dict(policy_set.sources), ticket)
+    except OpenSuperseded as exc:
+        _count_session("superseded")
+        raise VerbError(409, f"onSessionOpen: {exc} (it took longer than Volcano waited: Volcano closed "
+                        "that cycle and opened the next before it was stored)") from None
     service.session_cache.session_opened()  # a session lost before is not the cycle's any more
     trace.mark("stored")
     if service.tally.enabled:  # the cycle's tally, even if nothing is decided in it
@@ -120,7 +160,8 @@ def _event(service: WorkerState, body: bytes, kind: str) -> Reply:
     The task is decoded with the read set of the rules deciding the cycle, so that what they read
     of a task is required of it here too (wire.structs.GO_KEYS), as in every other verb."""
     head = service.sessions.head()
-    task = wire_decode.decode_task_event(body, _cycle_reads(service, head)).task
+    reads = _cycle_reads(service, head)
+    task = wire_decode.decode_task_event(body, reads).task
     if head is None:
         if service.session_gaps is not None:
             service.session_gaps.no_session(f"{kind}Func")
@@ -129,8 +170,10 @@ def _event(service: WorkerState, body: bytes, kind: str) -> Reply:
     # floats, as the record declares: Go's float64 amounts in whole units can be integral past
     # 2**64 (a 1e308 milli amount), which an int in msgpack cannot hold (was a 500)
     resources = {name: float(amount) for name, amount in task.requests.as_dict().items()}
+    # the task as this cycle's views read it (session.allocations, cluster.nodes[].tasks)
+    kept = placed.kept_task(task.raw, reads.get(PLACED) if reads is not None else None)
     record = encode_allocation(AllocationRecord(task.uid or "", task.job_id or "", task.node_name or "",
-                                                resources))
+                                                resources, placed.status_of(task.raw), kept))
     store = getattr(service.sessions, kind)
     if not store(head.session_id, task.uid or "", record):
         raise VerbError(503, f"{kind}Func: session {head.session_id} ended while the event was "

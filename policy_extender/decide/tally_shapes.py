@@ -175,6 +175,10 @@ class VictimsShape(Shape):
     """Preemptable and reclaimable: per verb, the task's calls as evictor and its answers as an
     evictee, shown under ``victims``."""
 
+    #: what an Abstain answer does with the proposed victims: Volcano drops the plugin's vote
+    #: (the tier's other plugins choose); kube-scheduler's preempt passes them all through
+    abstain_passes = False
+
     def __init__(self, key: str = "victims", evictor_path: str = "v", evictee_path: str = "e") -> None:
         self.keys = (key,)
         self.paths = (evictor_path, evictee_path)  # its entries' first path elements
@@ -199,13 +203,19 @@ class VictimsShape(Shape):
         # refused by a rule: protected when the answer permits; when it abstains (`if none
         # abstain`), the tier's other plugins decide and may evict the pod all the same
         refused = "protect" if decision.status else "abstain"
+        passed = not decision.status and self.abstain_passes  # every proposed victim goes back
         c.add(prefix + evictor_path + SEP + verb)
+        c.add(prefix + evictor_path + SEP + verb + SEP + ("permit" if decision.status else "abstain"))
         if victims:
             c.add(prefix + evictor_path + SEP + verb + SEP + "victims", len(victims))
+        if passed and evictees:
+            c.add(prefix + evictor_path + SEP + verb + SEP + "passed", len(evictees))
         for i, evictee in enumerate(evictees):
             other = "task" + SEP + object_name(evictee) + SEP + evictee_path + SEP + verb + SEP
             if i in victims:
                 c.add(other + "evict")
+            elif passed:
+                c.add(other + "passed")
             elif i in decision.reasons:
                 c.add(other + refused)
                 c.first(other + refused, decision.reasons[i], request_id)
@@ -217,7 +227,7 @@ class VictimsShape(Shape):
             parts = path.split(SEP)
             if parts[0] == evictor_path:
                 entry = victims.setdefault(parts[1], {})
-                entry["victims_permitted" if len(parts) == 3 else "calls_as_evictor"] = n
+                entry[_EVICTOR_KEYS[parts[2]] if len(parts) == 3 else "calls_as_evictor"] = n
             elif parts[0] == evictee_path:
                 entry = victims.setdefault(parts[1], {})
                 entry["as_evictee_" + parts[2]] = n
@@ -230,10 +240,11 @@ class VictimsShape(Shape):
         for verb, v in (data.get(self.keys[0]) or {}).items():
             parts = []
             if "calls_as_evictor" in v:
-                parts.append(f"as evictor asked {v['calls_as_evictor']} times, {v.get('victims_permitted', 0)} "
-                             "victims permitted")
+                parts.append(self.evictor_words(v))
             if "as_evictee_evict" in v:
                 parts.append(f"{v['as_evictee_evict']} times permitted as a victim")
+            if "as_evictee_passed" in v:
+                parts.append(f"{v['as_evictee_passed']} times passed through as a victim (no rule applied)")
             if "as_evictee_protect" in v:
                 parts.append(f"{v['as_evictee_protect']} times protected: {v.get('protected_example', '')}")
             if "as_evictee_abstain" in v:
@@ -241,6 +252,31 @@ class VictimsShape(Shape):
                              f"abstain: the tier's other plugins decided): {v.get('abstain_example', '')}")
             lines.append(f"{heading}: {verb}: " + "; ".join(parts))
         return lines
+
+    def evictor_words(self, v: dict[str, int]) -> str:
+        """The evictor's calls by answer: a Permit names its victims; an Abstain is no opinion,
+        which Volcano's tier fills with its other plugins' victims and kube-scheduler with every
+        victim it proposed (``victims_passed_through``): never "0 victims permitted"."""
+        calls, permits, abstains = v["calls_as_evictor"], v.get("answered_permit"), v.get("answered_abstain")
+        if permits is None and abstains is None:  # a cycle tallied before answers were counted
+            return f"as evictor asked {calls} times, {v.get('victims_permitted', 0)} victims permitted"
+        parts = []
+        if permits:
+            victims = v.get("victims_permitted", 0)
+            parts.append(f"{permits} answered Permit with {victims} victim{'s' if victims != 1 else ''}"
+                         + (" (every proposed victim protected)" if not victims else ""))
+        if abstains and self.abstain_passes:
+            passed = v.get("victims_passed_through", 0)
+            parts.append(f"{abstains} with no rule applied: the {passed} victim{'s' if passed != 1 else ''} "
+                         "proposed passed through as they came")
+        elif abstains:
+            parts.append(f"{abstains} answered Abstain (no opinion: the tier's other plugins chose the victims)")
+        return f"as evictor asked {calls} time{'s' if calls != 1 else ''}: " + "; ".join(parts)
+
+
+#: a /why evictor key per ``v␟<verb>␟<what>`` path
+_EVICTOR_KEYS = {"victims": "victims_permitted", "permit": "answered_permit", "abstain": "answered_abstain",
+                 "passed": "victims_passed_through"}
 
 
 class VoteShape(Shape):
@@ -301,7 +337,10 @@ class VoteShape(Shape):
 
 class PerNodeVictimsShape(VictimsShape):
     """Victims asked for many nodes in one call (kube-scheduler's preempt): each node's answer
-    is recorded as one victims answer (``request.nodes[i].pods``, ``decision.per_node[i]``)."""
+    is recorded as one victims answer (``request.nodes[i].pods``, ``decision.per_node[i]``); a
+    node where no rule applied passes every proposed victim through (``kube_table``)."""
+
+    abstain_passes = True
 
     def record(self, tally: Any, head: Any, verb: str, request: Any, decision: Any, outcome: str,
                audits: Sequence[Any], request_id: str) -> None:

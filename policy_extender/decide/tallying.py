@@ -19,8 +19,12 @@ path                        meaning
 ``s`` / ``s␟top``           task: prioritize calls / latest note: the top nodes, with each
                             rule's contribution (JSON)
 ``v␟<verb>[␟victims]``      task as evictor: preemptable/reclaimable calls [victims permitted]
-``e␟<verb>␟evict|protect|abstain``  task as evictee: answered as a victim / protected / refused
-                             by a rule in an Abstain answer (example note)
+``v␟<verb>␟permit|abstain`` task as evictor: of them, answered Permit / Abstain
+``v␟<verb>␟passed``         task as evictor: victims passed through as proposed by an answer
+                            with no rule applied (kube-scheduler's preempt only)
+``e␟<verb>␟evict|protect|abstain|passed``  task as evictee: answered as a victim / protected /
+                             refused by a rule in an Abstain answer (example note) / passed
+                             through as a victim with no rule applied (kube-scheduler)
 ``q␟<outcome>[␟<rule>]``    job: jobEnqueueable permit/reject/abstain [by rule] (note)
 ``r␟<ready|not_ready>...``  job: jobReady answers [by rule] (note)
 ``o␟<overused|...>...``     queue: queueOverused answers [by rule] (note)
@@ -268,8 +272,30 @@ class DecisionTally(CycleTally):
                 entry["podgroup"] = podgroup
             if kind == "job":
                 entry["tasks"] = self._tasks_of(cycle_id, obj)
+            if kind == "task" and (job := self._job_of_task(cycle_id, obj)) is not None:
+                entry["job"] = job
             cycles.append(entry)
         return {kind: obj, "cycles": cycles}
+
+    def _job_of_task(self, cycle_id: str, task: str) -> dict | None:
+        """What the cycle decided about the job of a task named as Volcano names a job's pods,
+        ``<job>-<task>-<index>`` (the index a number): the job's enqueue and ready answers hold
+        all of its tasks, which are then never sent to a predicate. The longest such job name
+        (or its PodGroup, ``<job>-<uid>``) with entries in the cycle; None when none has any."""
+        namespace, _, name = task.partition("/")
+        parts = name.split("-")
+        if len(parts) < 3 or not parts[-1].isdigit():
+            return None
+        for cut in range(len(parts) - 2, 0, -1):
+            job = f"{namespace}/{'-'.join(parts[:cut])}"
+            counts, notes = self.read_cycle(cycle_id, "job" + SEP + job + SEP)
+            podgroup = None
+            if not counts and not notes:
+                podgroup, counts, notes = self._podgroup_of(cycle_id, job)
+            section = describe(self.shapes, "job", counts, notes)
+            if section:
+                return {"name": job, **({"podgroup": podgroup} if podgroup else {}), **section}
+        return None
 
     def _podgroup_of(self, cycle_id: str, job: str) -> tuple[str | None, dict, dict]:
         """The entries of the job's PodGroup: Volcano's job controller names it "<job>-<job UID>"

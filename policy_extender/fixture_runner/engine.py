@@ -15,6 +15,9 @@ Where the binary comes from, first found wins:
    it the link. It says so on standard error before it starts.
 
 Without Go and without a built engine, :class:`EngineUnavailable` says in one line what is needed.
+
+The same binary serves ``policy-extender simulate`` (:func:`simulate`: its ``-simulate`` mode runs
+a recorded onSessionOpen body or a hand-written case and prints each cycle's outcome).
 """
 
 from __future__ import annotations
@@ -73,6 +76,35 @@ class Engine:
                 return json.loads(line)
         raise EngineError(f"Volcano's scheduler {self.release} gave no result (exit {run.returncode}): "
                           + (run.stderr.strip() or run.stdout.strip())[-2000:])
+
+
+    def simulate(self, source: str, policy_dir: str | None, *, scheduler_conf: str | None = None,
+                 actions: str | None = None, serve_args: list[str] | None = None, timeout: float = 600) -> dict:
+        """Volcano's scheduler on ``source`` (an onSessionOpen body .json, or a case .yaml)
+        against a real ``policy-extender serve`` of ``policy_dir``: the outcome of each cycle
+        (``e2e/volcano/simulate.go``)."""
+        with tempfile.TemporaryDirectory(prefix="policy-extender-simulate-") as work:
+            args = [str(self.binary), "-release", self.release, "-repo", str(REPO), "-cli",
+                    " ".join(policy_extender_command()), "-work", work, "-simulate", os.path.abspath(source)]
+            if policy_dir:
+                args += ["-policy-dir", os.path.abspath(policy_dir)]
+            if scheduler_conf:
+                args += ["-scheduler-conf", os.path.abspath(scheduler_conf)]
+            if actions:
+                args += ["-actions", actions]
+            if serve_args:
+                args += ["-serve-args", " ".join(serve_args)]
+            try:
+                run = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+            except subprocess.TimeoutExpired:
+                raise EngineError(f"Volcano's scheduler did not finish {source} within {timeout:.0f} s") from None
+        if run.returncode != 0:
+            message = run.stderr.strip().removeprefix("e2e-volcano: ") or f"exit status {run.returncode}"
+            raise EngineError(f"{source}: {message}")
+        try:
+            return json.loads(run.stdout)
+        except ValueError:
+            raise EngineError(f"{source}: the engine printed no outcome:\n{run.stdout[-2000:]}") from None
 
 
 @dataclass(frozen=True)
@@ -137,6 +169,15 @@ def _unbuildable(module_file: Path, shared: Path) -> str:
 
 class EngineError(Exception):
     """The engine ran but reported nothing: its own error text."""
+
+
+#: The checkout (or installation) this module belongs to: the shipped sidecar conf is under it.
+REPO = Path(__file__).resolve().parents[2]
+
+
+def simulate(release: str | None, source: str, policy_dir: str | None, **options) -> dict:
+    """:meth:`Engine.simulate` with the engine of ``release`` (found or built: :func:`engine_for`)."""
+    return engine_for(release).simulate(source, policy_dir, **options)
 
 
 def policy_extender_command() -> list[str]:

@@ -14,6 +14,13 @@ this module writes; ``e2e/volcano/cases/*.fixtures.yaml`` are the suite's own ca
       cluster: {priorityClasses: {...}, queues: [...], nodes: [...], nodeSets: [...], jobs: [...]}
       expect: {binds: {...}, evictions: [...], never_evicted: [...], pipelined: {...}, phases: {...}, why: {...}}
 
+Several cycles against the same serve (the cluster evolving between them: e2e/volcano/cycles.go)::
+
+      cycles: 3
+      evictionGrace: 1           # cycles an evicted pod stays terminating
+      events: [{before: 2, addJobs: [...], addNodes: [...], removeNodes: [n2], cordon: [n1], uncordon: [...], deletePods: [...]}]
+      expect: {cycle: {2: {binds: {}}}, bound_by: {ns/pod: 3}, never_bound: [ns/pod], ...}
+
 This module only checks a case's shape (every key known, with ``did you mean`` and
 ``file:line:col``) and turns it into the engine's scenario; ``outcome_run`` runs and compares.
 """
@@ -39,22 +46,31 @@ NODE_SET = {**NODE, "count": "int"}
 QUEUE = {"name": "str", "weight": "int", "capability": QUANTITIES, "reclaimable": "bool"}
 TASK = {"name": "str", "replicas": "int", "requests": QUANTITIES, "annotations": LABELS,
         "replicaAnnotations": ("list", LABELS), "labels": LABELS, "tolerations": ("list", TAINT),
-        "nodes": ("list", "str")}
+        "nodes": ("list", "str"), "duration": "int"}
 JOB = {"name": "str", "namespace": "str", "queue": "str", "minMember": "int", "minResources": QUANTITIES,
        "phase": "str", "priorityClass": "str", "tasks": ("list", TASK)}
 CLUSTER = {"priorityClasses": ("map", "int"), "queues": ("list", QUEUE), "nodes": ("list", NODE),
            "nodeSets": ("list", NODE_SET), "jobs": ("list", JOB)}
 CALLS = ("map", {"min": "int", "max": "int"})
-EXPECT_ONE = {"binds": LABELS, "evictions": ("list", "str"), "never_evicted": ("list", "str"),
-              "pipelined": LABELS, "phases": LABELS, "calls": CALLS, "why": ("map", ("list", "str")),
-              "panic": "str"}
+#: What one cycle did (``expect:`` of a case of one cycle, ``expect.cycle.N`` of several).
+EXPECT_CYCLE = {"binds": LABELS, "evictions": ("list", "str"), "never_evicted": ("list", "str"),
+                "pipelined": LABELS, "phases": LABELS, "calls": CALLS, "why": ("map", ("list", "str")),
+                "panic": "str"}
+#: ... and over a run of several cycles.
+EXPECT_ONE = {**EXPECT_CYCLE, "cycle": ("map", EXPECT_CYCLE), "bound_by": ("map", "int"),
+              "never_bound": ("list", "str")}
 EXPECT = {**EXPECT_ONE, "releases": ("map", EXPECT_ONE)}
+#: What happens to the cluster before cycle ``before`` (2 to ``cycles``).
+EVENT = {"before": "int", "addJobs": ("list", JOB), "addNodes": ("list", NODE), "removeNodes": ("list", "str"),
+         "cordon": ("list", "str"), "uncordon": ("list", "str"), "deletePods": ("list", "str")}
 FAULT = {"stop": {"verb": "str", "count": "int"}, "delay": LABELS, "fail": ("map", "int")}
 #: The keys of an outcome case (beside ``name`` and ``note``), and what each holds.
 CASE = {"cluster": CLUSTER, "volcano": "str", "conf": "str", "actions": "str", "expect": EXPECT,
         "extender": ("map", "any"), "configurations": ("map", ("map", "any")), "serve": ("list", "str"),
         "fault": FAULT, "since": "str", "before": "str", "policies": LABELS, "policyFiles": ("list", "str"),
-        "description": "str"}
+        "description": "str", "cycles": "int", "evictionGrace": "int", "events": ("list", EVENT)}
+#: The keys that make a case of several cycles (passed to the engine as written).
+CYCLE_KEYS = ("cycles", "evictionGrace", "events")
 OUTCOME_KEYS = frozenset(CASE)
 #: Expectations the engine's report answers, and what each means (docs/testing-policies.md).
 EXPECT_KEYS = tuple(EXPECT)
@@ -87,10 +103,14 @@ class OutcomeSpec:
         return (self.since is None or _version(release) >= _version(self.since)) and \
             (self.before is None or _version(release) < _version(self.before))
 
-    def scenario(self, policies: dict[str, str], conf: Path, why_names) -> dict:
-        """The engine's scenario (the json of e2e/volcano/scenario.go's Scenario)."""
+    def scenario(self, policies: dict[str, str], conf: Path, why_names, cycle_why=None) -> dict:
+        """The engine's scenario (the json of e2e/volcano/scenario.go's Scenario). Its expect holds
+        only the names to ask ``why`` about, after the run and after cycle N (``cycle_why``)."""
+        expect: dict[str, Any] = {"why": {name: [] for name in why_names}}
+        if cycle_why:
+            expect["cycle"] = {str(n): {"why": {name: [] for name in names}} for n, names in cycle_why.items()}
         scenario: dict[str, Any] = {"policies": policies, "conf": str(conf.resolve()), "cluster": self.cluster,
-                                    "expect": {"why": {name: [] for name in why_names}}}
+                                    "expect": expect}
         scenario.update(self.extra)
         return scenario
 
@@ -136,8 +156,9 @@ def build(path: Path, merged: PosDict, mark: Mark) -> OutcomeSpec:
             raise FixtureError(merged["policyFiles"].mark_of(index), f"policy file {name!r} not found beside this "
                                f"fixture file ({file})", column=True)
         texts[Path(name).name] = file.read_text(encoding="utf-8")  # type: ignore[index]  # set when files are
-    extra = {key: _plain(merged[key]) for key in ("actions", "extender", "configurations", "serve", "fault")
-             if key in merged}
+    _check_cycles(merged, expect)
+    extra = {key: _plain(merged[key]) for key in ("actions", "extender", "configurations", "serve", "fault",
+                                                   *CYCLE_KEYS) if key in merged}
     marks = {key: expect.mark_of(key) for key in expect}
     return OutcomeSpec(cluster=_plain(merged["cluster"]), expect=_plain(expect), conf=conf,
                        release=merged.get("volcano"), extra=extra, since=merged.get("since"),
@@ -224,3 +245,34 @@ def _check_cluster(cluster: PosDict, mark: Mark) -> None:
                     raise FixtureError(task["nodes"].mark_of(index), f"replica {index} of {job['name']}-"
                                        f"{task.get('name')} runs on {node!r}, which is not a node of the cluster "
                                        f"({', '.join(sorted(nodes))})", column=True)
+
+
+def _check_cycles(merged: PosDict, expect: PosDict) -> None:
+    """A case of several cycles: the cycle numbers its events and expectations name exist, the
+    jobs its events add have tasks."""
+    cycles = merged.get("cycles", 1)
+    if cycles < 1:
+        raise FixtureError(merged.mark_of("cycles"), f"`cycles: {cycles}`: a case runs 1 cycle or more", column=True)
+    if merged.get("evictionGrace", 0) < 0:
+        raise FixtureError(merged.mark_of("evictionGrace"), f"`evictionGrace: {merged['evictionGrace']}`: an "
+                           "evicted pod stays 0 cycles or more (default 1)", column=True)
+    for index, event in enumerate(merged.get("events") or []):
+        where = merged["events"].mark_of(index)
+        before = event.get("before")
+        if before is None or not 2 <= before <= cycles:
+            raise FixtureError(event.mark_of("before") if "before" in event else where,
+                               f"events[{index}]: `before:` is the cycle the event happens before, 2 to {cycles} "
+                               f"(cycles: {cycles}); got {before!r}", column=True)
+        for job in event.get("addJobs") or []:
+            if not job.get("name") or not job.get("tasks"):
+                raise FixtureError(getattr(job, "mark", where), f"events[{index}].addJobs: a job needs a `name:` "
+                                   "and `tasks:` ({name: worker, requests: {cpu: \"1\"}})", column=True)
+    for scope in [expect, *(expect.get("releases") or {}).values()]:
+        for n in scope.get("cycle") or {}:
+            if not isinstance(n, int) or not 1 <= n <= cycles:
+                raise FixtureError(scope["cycle"].mark_of(n), f"expect.cycle.{n}: the case runs cycles 1 to {cycles} "
+                                   f"(cycles: {cycles}); write a cycle number in that range", column=True)
+        for pod, n in (scope.get("bound_by") or {}).items():
+            if not 1 <= n <= cycles:
+                raise FixtureError(scope["bound_by"].mark_of(pod), f"expect.bound_by.{pod}: {n}: the case runs "
+                                   f"cycles 1 to {cycles}", column=True)

@@ -14,6 +14,15 @@ Expectations (all optional; the names of pods are ``namespace/<job>-<task>-<inde
 * ``why: {name: [line, ...]}``: lines ``policy-extender why NAME`` must print;
 * ``panic: TEXT``: Volcano's code panics with it (any panic fails a case without it);
 * ``releases: {v1.10: {...}}``: what an older release does instead.
+
+With ``cycles: N`` (several cycles against the same serve, the cluster evolving between them),
+``binds`` and ``evictions`` are the run's (every cycle's; a pod bound twice counts its last node),
+``pipelined`` and ``phases`` the last cycle's, ``calls`` the run's totals, ``why`` asked after the
+run; and:
+
+* ``cycle: {N: {...}}``: what cycle N alone did (the keys above, ``why`` asked right after it);
+* ``bound_by: {ns/pod: N}``: the pod is bound (to any node) in some cycle up to N;
+* ``never_bound: [ns/pod]``: no cycle binds the pod (``never_evicted`` is over every cycle).
 """
 
 from __future__ import annotations
@@ -93,24 +102,35 @@ def run(case: Case, settings: OutcomeSettings) -> Result:
         {Path(f).name: Path(f).read_text(encoding="utf-8") for f in case.policy_files}
     want = spec.expect_for(release)
     engine = settings.engine(release)
-    report = engine.run(spec.scenario(policies, conf, sorted(want.get("why") or {})))
+    cycle_why = {n: sorted(w.get("why") or {}) for n, w in (want.get("cycle") or {}).items() if w.get("why")}
+    report = engine.run(spec.scenario(policies, conf, sorted(want.get("why") or {}), cycle_why))
     actual = actual_of(report)
     if report.get("error"):
         return Result(case, ERROR, message=f"{case.where}: Volcano's scheduler {release} could not run the case: "
                                            f"{report['error']}", actual=actual)
     wrong = mismatches(want, actual)
-    if actual["panic"] and "panic" not in want:
+    if actual["panic"] and "panic" not in want and not any("panic" in w for w in (want.get("cycle") or {}).values()):
         wrong.append("no panic")
     if not wrong:
         return Result(case, PASS, actual=actual)
-    shown = {key: want[key] for key in wrong if key in want}
     message = f"{case.where}: expected {', '.join(wrong)} did not hold (Volcano {release}, conf {conf})"
-    return Result(case, FAIL, message=message, diff=diff(shown, actual),
+    return Result(case, FAIL, message=message, diff=diff(want, actual, wrong),
                   explanation=explanation(report, actual, want), actual=actual)
 
 
 def actual_of(report: dict) -> dict:
-    """What Volcano did, in the vocabulary of ``expect:``."""
+    """What Volcano did, in the vocabulary of ``expect:``: over the run, and each cycle's."""
+    return {"cycles": [_cycle_actual(cycle) for cycle in report.get("cycles") or []], **_run_actual(report)}
+
+
+def _cycle_actual(cycle: dict) -> dict:
+    return {"binds": cycle.get("binds") or {}, "evictions": sorted(cycle.get("evictions") or []),
+            "pipelined": cycle.get("pipelined") or {}, "phases": cycle.get("phases") or {},
+            "calls": cycle.get("calls") or {}, "why": cycle.get("why") or {}, "panic": cycle.get("panic") or "",
+            "cycle_ms": cycle.get("elapsedMs")}
+
+
+def _run_actual(report: dict) -> dict:
     return {"binds": report.get("binds") or {}, "evictions": sorted(report.get("evictions") or []),
             "pipelined": report.get("pipelined") or {}, "phases": report.get("phases") or {},
             "calls": report.get("calls") or {}, "why": report.get("why") or {}, "panic": report.get("panic") or "",
@@ -120,8 +140,33 @@ def actual_of(report: dict) -> dict:
 
 
 def mismatches(want: dict, actual: dict) -> list[str]:
-    """The expected keys that do not hold, in the order written."""
-    return [key for key, value in want.items() if not HOLDS[key](value, actual)]
+    """The expected keys that do not hold, in the order written (``cycle.N.KEY`` for a cycle's)."""
+    wrong = []
+    for key, value in want.items():
+        if key == "cycle":
+            for n, expected in value.items():
+                cycles = actual.get("cycles") or []
+                if n > len(cycles):  # the scheduler panicked before it: no such cycle ran
+                    wrong.append(f"cycle.{n}")
+                    continue
+                wrong += [f"cycle.{n}.{sub}" for sub in mismatches(expected, cycles[n - 1])]
+        elif not HOLDS[key](value, actual):
+            wrong.append(key)
+    return wrong
+
+
+def first_cycle(actual: dict, what: str) -> dict[str, int]:
+    """The first cycle (1, 2, ...) that bound (``binds``) or evicted (``evictions``) each pod."""
+    first: dict[str, int] = {}
+    for n, cycle in enumerate(actual.get("cycles") or [], 1):
+        for pod in cycle[what]:
+            first.setdefault(pod, n)
+    return first
+
+
+def _bound_by(want: dict, actual: dict) -> bool:
+    bound = first_cycle(actual, "binds")
+    return all(pod in bound and bound[pod] <= n for pod, n in want.items())
 
 
 def _binds(want: dict, actual: dict) -> bool:
@@ -157,6 +202,8 @@ HOLDS = {
     "calls": _calls,
     "why": _why,
     "panic": _panic,
+    "bound_by": _bound_by,
+    "never_bound": lambda want, actual: not set(want) & set(first_cycle(actual, "binds")),
 }
 
 
@@ -164,6 +211,12 @@ def _shown(key: str, want, actual: dict):
     """The actual value shown beside an expectation, in its shape."""
     if key == "never_evicted":
         return sorted(set(want) - set(actual["evictions"]))
+    if key == "bound_by":
+        bound = first_cycle(actual, "binds")
+        return {pod: bound.get(pod, "never") for pod in want}
+    if key == "never_bound":
+        bound = first_cycle(actual, "binds")
+        return sorted(pod for pod in want if pod not in bound)
     if key == "pipelined":
         return {pod: actual["pipelined"].get(pod, "") for pod in want} | \
             {pod: node for pod, node in actual["pipelined"].items() if pod not in want}
@@ -176,10 +229,27 @@ def _shown(key: str, want, actual: dict):
     return actual[key]
 
 
-def diff(want: dict, actual: dict) -> str:
-    shown_want = yaml.safe_dump(want, sort_keys=True, default_flow_style=False).splitlines()
-    shown_actual = yaml.safe_dump({k: _shown(k, v, actual) for k, v in want.items()}, sort_keys=True,
-                                  default_flow_style=False).splitlines()
+def diff(want: dict, actual: dict, wrong: list[str] | None = None) -> str:
+    """The expectations that did not hold (``wrong``; all of ``want`` without it) beside what
+    happened, in their shape; a cycle's under ``cycle: {N: ...}``."""
+    wanted: dict = {}
+    shown: dict = {}
+    for key in wrong if wrong is not None else list(want):
+        if key.startswith("cycle."):
+            _, n, *sub = key.split(".", 2)
+            cycles = actual.get("cycles") or []
+            if not sub or int(n) > len(cycles):
+                wanted.setdefault("cycle", {})[int(n)] = want["cycle"][int(n)]
+                shown.setdefault("cycle", {})[int(n)] = "not run (Volcano panicked in an earlier cycle)"
+                continue
+            value = want["cycle"][int(n)][sub[0]]
+            wanted.setdefault("cycle", {}).setdefault(int(n), {})[sub[0]] = value
+            shown.setdefault("cycle", {}).setdefault(int(n), {})[sub[0]] = _shown(sub[0], value, cycles[int(n) - 1])
+        elif key in want:
+            wanted[key] = want[key]
+            shown[key] = _shown(key, want[key], actual)
+    shown_want = yaml.safe_dump(wanted, sort_keys=True, default_flow_style=False).splitlines()
+    shown_actual = yaml.safe_dump(shown, sort_keys=True, default_flow_style=False).splitlines()
     return "\n".join(difflib.unified_diff(shown_want, shown_actual, "expected", "actual", lineterm=""))
 
 

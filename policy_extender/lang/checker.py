@@ -663,6 +663,6 @@ class Checker(ParamChecks, Hints):
 def _origin(obj: Typed) -> tuple[str, tuple] | None:
     """Where a read on ``obj`` starts: its origin, or for an object of a wire type reached without
     one (a map's value, ``values(cluster.queues)``, an ``if`` of two jobs) the object itself."""
-    if obj.origin is None and obj.type in WIRE_ROOTS:
+    if obj.origin is None and obj.type in READ_ROOTS:
         return (obj.type, ())
     return obj.origin

@@ -12,8 +12,9 @@ from policy_extender.lang import ast
 ALL_ROOTS = {name: t for roots in schema.DECISION_ROOTS.values() for name, t in roots.items()}
 WIRE_ROOTS = ("task", "node", "job", "queue")
 #: Roots whose reads are recorded like the wire roots': ``cluster`` reads the onSessionOpen body
-#: (its reads decide what the session snapshot keeps: no node unless one is read)
-READ_ROOTS = (*WIRE_ROOTS, "cluster")
+#: (its reads decide what the session snapshot keeps: no node unless one is read); ``allocation``
+#: the allocate events' tasks (what their records keep: ``wire.paths.placed_paths``)
+READ_ROOTS = (*WIRE_ROOTS, "cluster", "allocation")
 
 
 class Typed(NamedTuple):

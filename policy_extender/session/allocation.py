@@ -4,12 +4,17 @@ The wire layer turns an allocateFunc body into a record (bytes) and back; the se
 needs the three facts below from a decoded record, so any object with these attributes will do.
 ``AllocationRecord`` with ``encode_allocation`` / ``decode_allocation`` is a ready msgpack codec
 for callers that have nothing better.
+
+A record also keeps, for the views of this cycle (``session.allocations``, the tasks of
+``cluster.nodes``), the event's task status and the part of its task the rules read (``task``:
+Go keys, as Volcano sent them; ``wire.paths.placed_paths``). Both are trailing fields with
+defaults: a record written before they existed decodes with none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -30,6 +35,10 @@ class AllocationRecord(msgspec.Struct, frozen=True, array_like=True):
     job_uid: str
     node_name: str
     resources: dict[str, float] = {}
+    #: Volcano's TaskStatus number the event's task carried (0: not sent)
+    status: int = 0
+    #: the event's task as the rules read it (Go keys), or None
+    task: dict[str, Any] | None = None
 
 
 _ENCODER = msgspec.msgpack.Encoder()

@@ -22,8 +22,9 @@ Volcano's ``extender.ignorable`` decides) rather than deciding from a picture no
 - A session that disappears from the store without having ended (no close, no replacement, not
   expired: the store restarted empty, its file was replaced) raises ``SessionLost`` on every call
   until a new session opens. The worker that finds it tells the other workers of its instance
-  (``lost_marker``, session/lost.py): those that had not read the session answer 503 too
-  instead of deciding without it.
+  (``lost_marker``, session/lost.py) and every worker and replica sharing the store
+  (``SessionStore.mark_lost``, removed by the next open or close): those that had not read the
+  session answer 503 too instead of deciding without it.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class _Cached:
     records: dict[str, tuple[int, Allocation]]
     #: tips[n]: the tip of the change that set seq to n (tips[0] is "", the open); append-only
     tips: list[str] = field(default_factory=lambda: [""])
+    #: time.monotonic() when this worker read the session's snapshot (it opened before that)
+    loaded_at: float = 0.0
 
 
 class _Quick(NamedTuple):
@@ -145,7 +148,7 @@ class SessionCache:
         cached = self._cached
         if head is None:
             if cached is None:
-                if self._lost_marker is not None and (lost := self._lost_marker.lost()) is not None:
+                if (lost := self._marked_lost()) is not None:
                     raise self._lost_elsewhere(lost)
                 return self._no_session
             with self._lock:
@@ -175,7 +178,10 @@ class SessionCache:
         if cached is None:
             return self._no_session
         mine = cached.env.head
-        if time.time() >= mine.opened_at + self.store.ttl_seconds or self.store.ended(mine.session_id):
+        # expired or ended as the store tells it (its own clock: a wall-clock step is no expiry),
+        # or surely expired: session_ttl after this worker read it (a worker idle for more cycles
+        # than the store remembers ended ids must not take an old session for a lost one)
+        if self.store.ended(mine.session_id) or time.monotonic() >= cached.loaded_at + self.store.ttl_seconds:
             self._cached = None  # closed, replaced or expired: nothing to report
             return self._no_session
         again = self.store.head()
@@ -183,9 +189,9 @@ class SessionCache:
             return self._load(again)
         self.counts.lost += 1
         self._on_event("lost")
-        if self._lost_marker is not None and self._told_lost != mine.session_id:
-            self._told_lost = mine.session_id  # written once: the instance's other workers answer 503 too
-            self._lost_marker.mark(mine.session_id, mine.opened_at + self.store.ttl_seconds)
+        if self._told_lost != mine.session_id:
+            self._told_lost = mine.session_id  # written once: every other worker and replica answers 503 too
+            self._mark_lost(mine.session_id, cached.loaded_at)
         log.error("session %s vanished from the session store without being closed (the store "
                   "restarted empty, or its file was replaced): answering errors until the next "
                   "onSessionOpen, so that extender.ignorable decides", mine.session_id)
@@ -193,14 +199,34 @@ class SessionCache:
                           "closed (the store restarted empty or its file was replaced); calls fail "
                           "until the next onSessionOpen")
 
+    def _mark_lost(self, session_id: str, loaded_at: float) -> None:
+        """Tell the instance's other workers (the marker file) and every worker and replica
+        sharing the store (``mark_lost``) that ``session_id`` was lost, for the rest of its TTL
+        (it opened before this worker read it at ``loaded_at``)."""
+        seconds = loaded_at + self.store.ttl_seconds - time.monotonic()
+        if self._lost_marker is not None:
+            self._lost_marker.mark(session_id, time.time() + seconds)
+        try:
+            self.store.mark_lost(session_id, seconds)
+        except Exception as error:  # unreachable now: the workers that had the session still answer 503
+            log.warning("could not record in the session store that session %s was lost (%s): workers "
+                        "and replicas that never read it may decide without it", session_id, error)
+
+    def _marked_lost(self) -> str | None:
+        """The session another worker (this instance's marker) or replica (the store's) found
+        lost, while that holds; None with no session lost this cycle."""
+        if self._lost_marker is not None and (lost := self._lost_marker.lost()) is not None:
+            return lost
+        return self.store.lost()
+
     def _lost_elsewhere(self, session_id: str) -> SessionLost:
         """Another worker of this instance found ``session_id`` lost (the marker)."""
         if self._told_lost != session_id:
             self._told_lost = session_id
-            log.warning("session %s was lost by the session store (another worker of this instance "
-                        "found it gone): answering errors until the next onSessionOpen", session_id)
+            log.warning("session %s was lost by the session store (another worker or replica found it "
+                        "gone): answering errors until the next onSessionOpen", session_id)
         return SessionLost(f"session {session_id} vanished from the session store without being closed "
-                           "(found by another worker of this instance); calls fail until the next "
+                           "(found by another worker or replica); calls fail until the next "
                            "onSessionOpen")
 
     def session_opened(self) -> None:
@@ -243,6 +269,8 @@ class SessionCache:
                 if lost == head.session_id:
                     raise self._lost_elsewhere(lost)
                 self._lost_marker.clear()  # another session is the cycle now
+            if self.store.lost() == head.session_id:  # the store's record goes with the next open
+                raise self._lost_elsewhere(head.session_id)
             started = self._start(head)
             updated = self._catch_up(started, head) if started is not None else None
             if updated is not None:
@@ -258,7 +286,7 @@ class SessionCache:
             return None
         self.counts.snapshot_loads += 1
         env = SessionEnv(head._replace(seq=0, tip=""), self._decode_snapshot(data), Counters())
-        return _Cached(env, {})
+        return _Cached(env, {}, loaded_at=time.monotonic())
 
     def _catch_up(self, cached: _Cached, head: Head) -> _Cached | None:
         """``cached`` with the store's events up to at least ``head``, or None when the store did
@@ -288,7 +316,7 @@ class SessionCache:
         records.update(overlay)
         tips.extend(change.tip for change in changes)
         new_head = head._replace(seq=applied + len(changes), tip=tips[-1])
-        return _Cached(SessionEnv(new_head, env.snapshot, counters), records, tips)
+        return _Cached(SessionEnv(new_head, env.snapshot, counters), records, tips, cached.loaded_at)
 
     def _decode(self, change: Change) -> Allocation:
         self.counts.records_decoded += 1

@@ -25,7 +25,7 @@ from typing import NamedTuple
 from policy_extender.session.allocation import Allocation
 from policy_extender.wire.quantity import whole
 from policy_extender.wire.resources import NO_COUNTS, Counts, Resources
-from policy_extender.wire.session_views import NO_PLACEMENTS, AllocationView, Placements, SessionView
+from policy_extender.wire.session_views import NO_PLACEMENTS, AllocationView, Placements, SessionView, raw_of
 
 #: One change to the counters: an allocation and how many times to add it (-1 takes it away).
 Shift = tuple[Allocation, int]
@@ -144,7 +144,7 @@ def _shift(counts_by: dict[str, Counts], key: str | None, resources: Mapping[str
 def _view(task_uid: str, allocation: Allocation, queue_of_job: Callable[[str], str | None],
           seq: int) -> AllocationView:
     return AllocationView(task_uid, allocation.job_uid, queue_of_job(allocation.job_uid),
-                          allocation.node_name, Resources(allocation.resources), seq)
+                          allocation.node_name, Resources(allocation.resources), seq, raw_of(allocation))
 
 
 def count(allocations: Iterable[Allocation], queue_of_job: Callable[[str], str | None]) -> Counters:

@@ -9,9 +9,10 @@ the start of the ``-shm`` file (its ``iChange`` counter is incremented by each t
 https://www.sqlite.org/walformat.html). So the watch maps the first page of that file read-only,
 and a call whose 48 header bytes equal those seen just *before* the last real query gets that
 query's answer again, with no syscall and no GIL release. The only other way the answer changes
-without a commit is expiry: ``expires_at`` is ``opened_at + ttl_seconds``, written once at open
-by a store with the same TTL (every worker is configured alike), so the cached head is dropped
-as soon as ``time.time()`` reaches it, exactly as the query's ``expires_at > now`` would.
+without a commit is expiry: the query gives the head's ``expires_at`` on the store's boot clock
+(``sqlite.session_clock``, never stepped like the wall clock), so the cached head is dropped as
+soon as that clock reaches it, exactly as the query's ``expires_at > now`` would. Every time
+here is on that clock.
 
 Locks. SQLite's WAL locks (the read and write locks and the "DMS" byte that tells other processes
 the wal-index is live) are POSIX advisory locks, and on Linux closing *any* descriptor of a file
@@ -40,7 +41,7 @@ import time
 from typing import Any, NamedTuple
 
 from policy_extender import process
-from policy_extender.session.sqlite import CHECK_SECONDS, SqliteStore
+from policy_extender.session.sqlite import CHECK_SECONDS, SqliteStore, session_clock
 
 #: bytes of the first WAL-index header copy (WalIndexHdr)
 HEADER_BYTES = 48
@@ -56,7 +57,7 @@ _MAPS_LOCK = threading.Lock()
 
 class HeadAnswer(NamedTuple):
     """A head the watch read, and what it holds under: it is given again while the map's header
-    still equals ``header``, ``time.time()`` is in [valid_from, valid_until) (up to the session's
+    still equals ``header``, ``session_clock()`` is in [valid_from, valid_until) (up to the session's
     expiry or the next file check), and neither the process (a fork) nor the store's file (its
     generation) changed (:meth:`HeadWatch.holds`)."""
 
@@ -91,7 +92,7 @@ class HeadWatch:
     def holds(self, answer: HeadAnswer) -> bool:
         """``answer`` is still the store's head: no commit since (the header), not expired nor
         due for a file check, and the same process and file."""
-        return (answer.valid_from <= time.time() < answer.valid_until and answer.pid == process.pid
+        return (answer.valid_from <= session_clock() < answer.valid_until and answer.pid == process.pid
                 and answer.generation == self.store.generation and answer.map[:HEADER_BYTES] == answer.header)
 
     def last_answer(self) -> HeadAnswer | None:
@@ -113,12 +114,12 @@ class HeadWatch:
         mapped = self._map
         if mapped is None:
             return self._query()
-        header, now, seen = mapped[:HEADER_BYTES], time.time(), self._seen
+        header, now, seen = mapped[:HEADER_BYTES], session_clock(), self._seen
         if seen is not None and seen.map is mapped and seen.header == header and now < seen.expires_at:
             head, expires_at = seen.head, seen.expires_at
         else:
-            head = self._query()  # the header was read first: a commit in between shows as a change
-            expires_at = head.opened_at + self.store.ttl_seconds if head is not None else float("inf")
+            # the header was read first: a commit in between shows as a change
+            head, expires_at = self._query_until()
         self._seen = HeadAnswer(header, head, expires_at, valid_from=now,
                             valid_until=min(expires_at, now + (self._next_check - mono)),
                             pid=pid, generation=generation, map=mapped)
@@ -127,6 +128,10 @@ class HeadWatch:
     def _query(self) -> Any:
         self.queries += 1
         return self.store.head()
+
+    def _query_until(self) -> tuple[Any, float]:
+        self.queries += 1
+        return self.store.head_until()
 
     def _map_shm(self) -> None:
         """Map the -shm file's first page, after a query that makes this process hold it open."""

@@ -16,13 +16,26 @@ expired. A worker reads it only when it finds no session, or before it loads ano
 
 The marker stops holding when the lost session would have expired (``opened_at +
 session_ttl``), so one left behind by a race never outlives that.
+
+The same marker covers a restart of the whole service mid-cycle with the default ``sqlite:``
+store, whose file lives in the instance's runtime directory: the new instance takes over the
+file of the instance it replaced (instance.py, ``previous-sessions.sqlite3``), and the first of
+its workers to start reads it (:func:`inherit_previous`): a session still open there is marked
+lost, so every worker answers 503 for it until the next onSessionOpen (or its TTL), instead of
+deciding without it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+
+from policy_extender.instance import PREVIOUS_STORE_FILE
+from policy_extender.session.sqlite import open_session_in
+
+log = logging.getLogger("policy_extender.session")
 
 #: the marker's name in the instance's runtime directory
 LOST_FILE = "session-lost"
@@ -61,3 +74,35 @@ class LostMarker:
             os.remove(self.path)
         except FileNotFoundError:
             pass
+
+
+def inherit_previous(runtime_dir: str, marker: LostMarker) -> str | None:
+    """Read the store of the instance this one replaced, once (the first worker to rename it
+    takes it), and mark its open session lost; that session's id, or None."""
+    previous = os.path.join(runtime_dir, PREVIOUS_STORE_FILE)
+    claimed = f"{previous}.{os.getpid()}"
+    try:
+        os.rename(previous, claimed)  # the claim: one worker's rename succeeds
+    except OSError:
+        return None  # none to take over, or another worker claimed it
+    for suffix in ("-wal", "-shm"):  # its WAL goes with it (committed pages may be there only)
+        try:
+            os.rename(previous + suffix, claimed + suffix)
+        except FileNotFoundError:
+            pass
+    try:
+        found = open_session_in(claimed)
+        if found is not None:
+            session_id, seconds = found
+            marker.mark(session_id, time.time() + seconds)
+            log.error("session %s was open in the instance this one replaced (the service restarted "
+                      "mid-cycle): answering errors for it until the next onSessionOpen, so that "
+                      "extender.ignorable decides", session_id)
+            return session_id
+        return None
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.remove(claimed + suffix)
+            except FileNotFoundError:
+                pass

@@ -17,6 +17,10 @@ Keys (``P`` = ``{prefix}:``):
                        sets its expiry to the session's TTL: a session pinned to it never outlives it, and a
                        version no open pins any more expires (a swap every second added one a second)
   ``P counts``         hash opened / closed / expired / replaced
+  ``P lost``           the id of a session a worker found lost (``mark_lost``); PEXPIRE the rest of its TTL;
+                       deleted by the next open or close
+  ``P arrival``        hash issued (the last ``begin_open`` ticket), applied (the ticket of the last open
+                       or close stored): opens and closes are ordered by arrival (store.py, ``begin_open``)
   ``P tally:cycles``   sorted set of the decision tally's kept cycles, by opened_at (tally.py)
   ``P tally:n:<cid>``  hash: the cycle's tally counts;  ``P tally:s:<cid>`` hash: its notes
   ``P tally:dropped``  hash cycle id -> entries dropped over the cap
@@ -30,16 +34,23 @@ snapshot, which may be megabytes: those go through a second pool with ``session_
 time raises ``StoreUnavailable`` (the call answers 503), whatever redis-py raised.
 
 Sentinel (``SentinelStore``, ``redis+sentinel://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT,.../MASTER/DB``).
-Every connection asks the sentinels for the master first (redis-py's ``Sentinel``), with the same
-timeouts. Replication is asynchronous, so a failover may lose the last writes: the open of the
-cycle, or allocate events already answered 200. The cache's history checks (tips, ended ids)
-see a loss only in a worker that had read the lost writes; a worker or replica that had not
-would decide with what is left. So every open stamps the head with the address of the master
-it was written to (as the sentinels name it), and a head read through a connection to another
-master is a session that went through a failover: ``head()`` raises ``SessionLost`` (503) for
-it, in every worker and replica alike, until the next open writes a head on the new master.
-(The address, not the sentinels' configuration epoch: a sentinel restarted without its state
-reports epoch 0 again, and every sentinel of a set restarted together does so for good.)
+Every new connection asks the sentinels for the master with ``SENTINEL GET-MASTER-ADDR-BY-NAME``
+(the first sentinel that answers; redis-py's own discovery reads ``SENTINEL MASTERS``, which during
+the failover leader's reconf-slaves phase still names the demoted master), and then asks the
+server it reached for its ``ROLE``: a server that is not a master (the old master restarted as a
+replica at the same address) is refused, the connection dropped, and that address passed over
+for ``REFUSED_SECONDS`` in favour of a sentinel that names another one. Replication is
+asynchronous, so a failover may lose the last writes: the open of the cycle, or allocate events
+already answered 200. The cache's history checks (tips, ended ids) see a loss only in a worker
+that had read the lost writes; a worker or replica that had not would decide with what is left.
+So every open stamps the head with the address of the server it was written to (the connection
+that carried it, as the sentinels named it), and ``head()`` is read together with ``ROLE`` on one
+connection: a head stamped with another address than the server that answered is a session that
+went through a failover (``SessionLost``, 503, in every worker and replica alike, until the next
+open writes a head on the new master), and a server that answers the head but is no longer a
+master drops the connection (``StoreUnavailable``, 503). (The address, not the sentinels'
+configuration epoch: a sentinel restarted without its state reports epoch 0 again, and every
+sentinel of a set restarted together does so for good.)
 
 Acknowledged writes (``wait_replicas`` > 0, the ``redis_wait_replicas`` option): the open and
 each allocate/deallocate event are followed, on the same connection, by ``WAIT wait_replicas
@@ -59,7 +70,7 @@ from typing import Any, Literal
 import redis
 import redis.sentinel
 
-from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head,
+from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, OpenSuperseded,
                                            SessionCounts, SessionLost, StoreOptions, StoreUnavailable,
                                            new_session_id, new_tip)
 from policy_extender.store_url import parse_sentinel_url
@@ -69,12 +80,17 @@ DEFAULT_PREFIX = "policy-extender"
 DEFAULT_TIMEOUT = 0.25
 #: seconds a write waits for its replicas' acknowledgement (``redis_wait_timeout``)
 DEFAULT_WAIT_TIMEOUT = 0.1
+#: seconds a Sentinel-named address whose server said it is not a master is passed over
+REFUSED_SECONDS = 1.0
+#: the fields of the head hash, in the order head() reads them
+HEAD_FIELDS = ("sid", "seq", "version", "opened_at", "tip", "master")
 
 # Ends the session named by KEYS[2] (live): counted as `how` if its head (KEYS[1]) is still there,
 # else as expired (the head's PEXPIRE fired); its keys are deleted, its id kept in `ended`.
 # KEYS[3] is the counts hash.
 _END_CURRENT = """
 local function end_current(prefix, how)
+  redis.call('UNLINK', prefix .. 'lost')
   local old = redis.call('GET', KEYS[2])
   if not old then return end
   if redis.call('EXISTS', KEYS[1]) == 0 then how = 'expired' end
@@ -86,22 +102,39 @@ local function end_current(prefix, how)
 end
 """
 
-# KEYS: head, live, counts, sources:<version>.
-# ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json, master.
-_OPEN = _END_CURRENT + """
+# Orders an open or close by arrival: `ticket` (a number, or '' for one that arrived now) is
+# stored as the last applied unless a greater one was stored first (then returns false).
+# KEYS[4] is the arrival hash.
+_ARRIVAL = """
+local function arrived(key, ticket)
+  local issued = tonumber(redis.call('HGET', key, 'issued') or '0')
+  local applied = tonumber(redis.call('HGET', key, 'applied') or '0')
+  ticket = tonumber(ticket) or (issued + 1)
+  if ticket < applied then return false end
+  redis.call('HSET', key, 'issued', math.max(issued, ticket), 'applied', ticket)
+  return true
+end
+"""
+
+# KEYS: head, live, counts, arrival, sources:<version>.
+# ARGV: prefix, sid, version, opened_at, ttl_ms, snapshot, sources_json, ticket, master.
+# Returns 0 (nothing stored) for an open superseded by a later arrival.
+_OPEN = _END_CURRENT + _ARRIVAL + """
+if not arrived(KEYS[4], ARGV[8]) then return 0 end
 end_current(ARGV[1], 'replaced')
 redis.call('HSET', KEYS[1], 'sid', ARGV[2], 'seq', 0, 'version', ARGV[3], 'opened_at', ARGV[4], 'tip', '',
-           'master', ARGV[8])
+           'master', ARGV[9])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('SET', ARGV[1] .. 'snapshot:' .. ARGV[2], ARGV[6], 'PX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[2])
-if not redis.call('SET', KEYS[4], ARGV[7], 'NX', 'PX', ARGV[5]) then redis.call('PEXPIRE', KEYS[4], ARGV[5]) end
+if not redis.call('SET', KEYS[5], ARGV[7], 'NX', 'PX', ARGV[5]) then redis.call('PEXPIRE', KEYS[5], ARGV[5]) end
 redis.call('HINCRBY', KEYS[3], 'opened', 1)
 return 1
 """
 
-# KEYS: head, live, counts. ARGV: prefix.
-_CLOSE = _END_CURRENT + """
+# KEYS: head, live, counts, arrival. ARGV: prefix.
+_CLOSE = _END_CURRENT + _ARRIVAL + """
+arrived(KEYS[4], '')
 end_current(ARGV[1], 'closed')
 return 1
 """
@@ -253,44 +286,50 @@ class RedisStore:
     def _keys(self, *names: str) -> list[str]:
         return [self._key + name for name in names]
 
-    # -- which master (SentinelStore); a plain Redis is always the same one, "" -------------
+    # -- which server answered (SentinelStore); a plain Redis is always the same one, "" -------
 
-    def _master_for_open(self) -> str:
-        """The master an open is about to be written to, stamped on its head."""
-        return ""
+    def _read_head(self) -> tuple[list, str]:
+        """The head hash's HEAD_FIELDS, and the server that answered them (stamped at open)."""
+        return self._redis.hmget(self._key + "head", HEAD_FIELDS), ""
 
-    def _master_read(self) -> str:
-        """The master the last head() read came from; a head stamped with another one was opened
-        before a failover."""
-        return ""
+    def _write_open(self, keys: list[str], args: list) -> int:
+        """Run the open script with ``args`` and, last, the server it is written to (its stamp);
+        its result (0: superseded, nothing stored)."""
+        if self.wait_replicas:
+            return self._acknowledged(self._bulk, _OPEN, keys, [*args, ""], "onSessionOpen")
+        return self._open(keys=keys, args=[*args, ""])
 
-    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
+    def begin_open(self) -> int:
+        with UNAVAILABLE:
+            return int(self._writes.hincrby(self._key + "arrival", "issued", 1))
+
+    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
+             ticket: int | None = None) -> str:
         session_id = new_session_id()
         with UNAVAILABLE:
-            keys = self._keys("head", "live", "counts", "sources:" + policy_version)
-            args = [self._key, session_id, policy_version, repr(time.time()), self._ttl_ms(), snapshot,
-                    json.dumps(policy_sources), self._master_for_open()]
-            if self.wait_replicas:
-                self._acknowledged(self._bulk, _OPEN, keys, args, "onSessionOpen")
-            else:
-                self._open(keys=keys, args=args)
+            keys = self._keys("head", "live", "counts", "arrival", "sources:" + policy_version)
+            stored = self._write_open(keys, [self._key, session_id, policy_version, repr(time.time()),
+                                             self._ttl_ms(), snapshot, json.dumps(policy_sources),
+                                             "" if ticket is None else str(ticket)])
+        if not stored:
+            raise OpenSuperseded(f"onSessionOpen arrived before the onSessionOpen or onSessionClose stored "
+                                 f"last (arrival {ticket}): not stored, the later cycle's session stays")
         return session_id
 
     def close(self) -> None:
         with UNAVAILABLE:
-            self._close(keys=self._keys("head", "live", "counts"), args=[self._key])
+            self._close(keys=self._keys("head", "live", "counts", "arrival"), args=[self._key])
 
     def head(self) -> Head | None:
         with UNAVAILABLE:
-            sid, seq, version, opened_at, tip, master = self._redis.hmget(
-                self._key + "head", ("sid", "seq", "version", "opened_at", "tip", "master"))
+            (sid, seq, version, opened_at, tip, master), answered_by = self._read_head()
         if sid is None:
             return None
         head = Head(sid.decode(), int(seq), version.decode(), float(opened_at), (tip or b"").decode())
-        opened_on, now_on = (master or b"").decode(), self._master_read()
-        if opened_on != now_on:
+        opened_on = (master or b"").decode()
+        if opened_on != answered_by:
             raise SessionLost(f"session {head.session_id} was opened before a failover of the Redis master "
-                              f"(on {opened_on or 'an unknown master'}, now {now_on}): writes of it may be "
+                              f"(on {opened_on or 'an unknown master'}, now {answered_by}): writes of it may be "
                               "lost; calls fail until the next onSessionOpen")
         return head
 
@@ -310,12 +349,28 @@ class RedisStore:
 
     def ended(self, session_id: str) -> bool:
         with UNAVAILABLE:
-            return session_id.encode() in self._redis.lrange(self._key + "ended", 0, -1)
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.lrange(self._key + "ended", 0, -1)
+            pipe.get(self._key + "live")
+            pipe.exists(self._key + "head")
+            ended, live, head = pipe.execute()
+        # closed or replaced; or expired (still the last opened, its head gone by its PEXPIRE):
+        # a store that restarted empty has no trace of it (lost)
+        return session_id.encode() in ended or (live == session_id.encode() and not head)
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
         with UNAVAILABLE:
             stored = self._redis.get(self._key + "sources:" + version)
         return None if stored is None else json.loads(stored)
+
+    def mark_lost(self, session_id: str, seconds: float) -> None:
+        with UNAVAILABLE:
+            self._redis.set(self._key + "lost", session_id, px=max(1, int(seconds * 1000)))
+
+    def lost(self) -> str | None:
+        with UNAVAILABLE:
+            found = self._redis.get(self._key + "lost")
+        return None if found is None else found.decode()
 
     def session_counts(self) -> SessionCounts:
         with UNAVAILABLE:
@@ -343,12 +398,15 @@ class RedisStore:
         pipe.execute_command("EVAL", script, len(keys), *keys, *args)  # Redis runs the Lua script
         pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
         result, replicas = pipe.execute()
+        self._check_acknowledged(replicas, what)
+        return result
+
+    def _check_acknowledged(self, replicas: int, what: str) -> None:
         if replicas < self.wait_replicas:
             raise StoreUnavailable(f"{what} was written to the Redis master but acknowledged by "
                                    f"{replicas} of the {self.wait_replicas} replicas asked for "
                                    f"(redis_wait_replicas) within {self.wait_timeout} s: a failover "
                                    "could lose it")
-        return result
 
     # -- the decision tally (session/tally.py) ----------------------------------------------
 
@@ -387,15 +445,15 @@ class RedisStore:
 
 class SentinelStore(RedisStore):
     """The Redis store behind Sentinel: the master is the one the sentinels name at each new
-    connection (``redis+sentinel://`` URL, store_url.py), and a session opened before a
-    failover is lost (the module docstring)."""
+    connection and that says it is a master (``ROLE``); a session opened before a failover is
+    lost (the module docstring). ``redis+sentinel://`` URL, store_url.py."""
 
     def __init__(self, url: str, ttl_seconds: float = DEFAULT_TTL_SECONDS,
                  prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT,
                  session_timeout: float | None = None, wait_replicas: int = 0,
                  wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:
         self.address = parse_sentinel_url(url)
-        self._sentinel = redis.sentinel.Sentinel(
+        self._sentinel = Sentinels(
             list(self.address.sentinels),
             sentinel_kwargs={"socket_timeout": timeout, "socket_connect_timeout": timeout,
                              "password": self.address.sentinel_password})
@@ -405,19 +463,121 @@ class SentinelStore(RedisStore):
         address = self.address
         return self._sentinel.master_for(address.master, socket_timeout=read_timeout,
                                          socket_connect_timeout=self.timeout, db=address.db,
-                                         username=address.username, password=address.password)
+                                         username=address.username, password=address.password,
+                                         connection_class=MasterConnection)
 
-    def _master_for_open(self) -> str:
-        # asked now, not when a connection was last made: the open then goes to this master (the
-        # pool drops its idle connections to another one)
-        return _address(self._bulk.connection_pool.get_master_address())
+    def _read_head(self) -> tuple[list, str]:
+        replies, answered_by = self._on_master(self._redis, [("HMGET", self._key + "head", *HEAD_FIELDS)])
+        return replies[0], answered_by
 
-    def _master_read(self) -> str:
-        return _address(self._redis.connection_pool.master_address)
+    def _write_open(self, keys: list[str], args: list) -> int:
+        def commands(master: str) -> list[tuple]:
+            written = [("EVAL", _OPEN, len(keys), *keys, *args, master)]
+            if self.wait_replicas:
+                written.append(("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000))))
+            return written
+
+        replies, _ = self._on_master(self._bulk, commands)
+        if self.wait_replicas:
+            self._check_acknowledged(replies[1], "onSessionOpen")
+        return replies[0]
+
+    def _on_master(self, client: Any, commands) -> tuple[list, str]:
+        """The replies to ``commands`` (a list, or a function of the server's address giving
+        one), sent in one round trip on one connection after ``ROLE`` and the server's address
+        ("host:port", as the sentinels named it). A server that is not a master now drops the
+        connection: StoreUnavailable."""
+        pool = client.connection_pool
+        connection = pool.get_connection()  # connected, and a master when it connected (MasterConnection)
+        try:
+            answered_by = f"{connection.host}:{connection.port}"
+            sent = commands(answered_by) if callable(commands) else commands
+            connection.send_packed_command(connection.pack_commands([("ROLE",), *sent]))
+            role = connection.read_response()
+            replies = []
+            errors = []
+            for _ in sent:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as error:  # the script's or the server's refusal
+                    errors.append(error)
+            if role[0] != b"master":
+                connection.disconnect()
+                self._sentinel.refuse((connection.host, connection.port))
+                raise StoreUnavailable(f"the Redis server at {answered_by}, named the master by the sentinels, "
+                                       f"answers as a {_role_text(role)}: failing over; calls fail until "
+                                       "the sentinels name the new master")
+            if errors:
+                raise errors[0]
+            return replies, answered_by
+        except BaseException:
+            connection.disconnect()  # never hand on a connection with replies left unread
+            raise
+        finally:
+            pool.release(connection)
 
 
-def _address(address: tuple[str, int] | None) -> str:
-    return "" if address is None else f"{address[0]}:{address[1]}"
+class Sentinels(redis.sentinel.Sentinel):
+    """redis-py's Sentinel client, discovering the master with ``SENTINEL GET-MASTER-ADDR-BY-NAME``
+    (the module docstring) and passing over an address whose server said it is not a master."""
+
+    def __init__(self, sentinels: list, **kwargs: Any) -> None:
+        super().__init__(sentinels, **kwargs)
+        #: (host, port) -> until when (time.monotonic()) discovery passes over it
+        self.refused: dict[tuple[str, int], float] = {}
+
+    def refuse(self, address: tuple[str, int]) -> None:
+        """The server at ``address`` said it is not a master: pass over it for REFUSED_SECONDS."""
+        self.refused[address] = time.monotonic() + REFUSED_SECONDS
+
+    def discover_master(self, service_name: str) -> tuple[str, int]:
+        now, errors = time.monotonic(), []
+        for number, sentinel in enumerate(list(self.sentinels)):
+            try:
+                named = sentinel.execute_command("SENTINEL GET-MASTER-ADDR-BY-NAME", service_name)
+            except (redis.ConnectionError, redis.TimeoutError) as error:
+                errors.append(f"{_sentinel_text(sentinel)}: {error!r}")
+                continue
+            if not named:
+                errors.append(f"{_sentinel_text(sentinel)} knows no master {service_name!r}")
+                continue
+            host = named[0].decode() if isinstance(named[0], bytes) else str(named[0])
+            address = (host, int(named[1]))
+            if self.refused.get(address, 0.0) > now:
+                errors.append(f"{_sentinel_text(sentinel)} names {host}:{address[1]}, which said it is not a master")
+                continue
+            if number:  # ask this one first next time, as redis-py does
+                self.sentinels[0], self.sentinels[number] = sentinel, self.sentinels[0]
+            return address
+        raise redis.sentinel.MasterNotFoundError(f"No master found for {service_name!r}: {'; '.join(errors)}")
+
+
+class MasterConnection(redis.sentinel.SentinelManagedConnection):
+    """A connection to the address the sentinels name as the master, refused (ConnectionError,
+    so StoreUnavailable) when the server there says it is not a master (``ROLE``)."""
+
+    def on_connect_check_health(self, check_health: bool = True) -> None:
+        super().on_connect_check_health(check_health=check_health)
+        self.send_command("ROLE")
+        role = self.read_response()
+        if role[0] != b"master":
+            self.connection_pool.sentinel_manager.refuse((self.host, self.port))
+            raise redis.ConnectionError(f"the Redis server at {self.host}:{self.port}, named the master by "
+                                        f"the sentinels, is a {_role_text(role)}: failing over")
+
+
+def _role_text(role: list) -> str:
+    """``ROLE``'s answer in words: "replica of HOST:PORT", "master", ..."""
+    kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
+    if kind == "slave" and len(role) >= 3:
+        host = role[1].decode() if isinstance(role[1], bytes) else role[1]
+        return f"replica of {host}:{role[2]}"
+    return kind
+
+
+def _sentinel_text(sentinel: Any) -> str:
+    kwargs = sentinel.connection_pool.connection_kwargs
+    return f"sentinel {kwargs.get('host')}:{kwargs.get('port')}"
 
 
 def _change(entry: bytes) -> Change:

@@ -18,6 +18,13 @@ differ it logs it, retires its connections (kept, never closed: see ``head_watch
 to the file the path names now. A worker whose session was in the old file then finds it gone
 and answers 5xx (``SessionCache``) until a new onSessionOpen.
 
+Expiry (``session_ttl``) is measured on the host's boot clock (``CLOCK_BOOTTIME``, the same in
+every process of the host, never stepped: counts suspended time too), not the wall clock: a
+wall-clock step past the TTL mid-cycle (an NTP correction, a VM resumed) must not make the cycle's
+session look expired and every worker decide without it. A head row carries the boot it was
+written in (``/proc/sys/kernel/random/boot_id``); a row from another boot (an explicit
+``sqlite:PATH`` on a disk that outlived a reboot) has expired.
+
 The schema carries a version (``PRAGMA user_version``): a file made by another version of the
 service is emptied and rebuilt (it only ever holds one cycle's state).
 """
@@ -35,23 +42,28 @@ from contextlib import contextmanager
 from policy_extender import process
 from policy_extender.instance import STORE_FILE as DEFAULT_FILE_NAME
 from policy_extender.instance import process_runtime_dir
-from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, SessionCounts,
-                                           StoreOptions, new_session_id, new_tip)
+from policy_extender.session.store import (DEFAULT_TTL_SECONDS, ENDED_KEPT, Change, Head, OpenSuperseded,
+                                           SessionCounts, StoreOptions, new_session_id, new_tip)
 
 log = logging.getLogger("policy_extender.session")
 
 #: seconds between two checks that the path still names the file this process has open
 CHECK_SECONDS = 0.25
 #: ``PRAGMA user_version`` of the schema below; a file with another one is rebuilt
-SCHEMA_VERSION = 3
-_TABLES = ("head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
+SCHEMA_VERSION = 6
+_TABLES = ("arrival", "lost", "head", "snapshot", "allocation", "change", "ended", "policy_version", "policy_source",
            "session_count", "tally_cycle", "tally_count", "tally_note")
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS lost (
+    one INTEGER PRIMARY KEY CHECK (one = 1), session_id TEXT NOT NULL, boot_id TEXT NOT NULL,
+    until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS arrival (
+    one INTEGER PRIMARY KEY CHECK (one = 1), issued INTEGER NOT NULL, applied INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS head (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, policy_version TEXT NOT NULL,
-    opened_at REAL NOT NULL, expires_at REAL NOT NULL, tip TEXT NOT NULL);
+    opened_at REAL NOT NULL, expires_at REAL NOT NULL, boot_id TEXT NOT NULL, tip TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS snapshot (session_id TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS allocation (
     session_id TEXT NOT NULL, task_uid TEXT NOT NULL, net INTEGER NOT NULL, last TEXT NOT NULL,
@@ -73,6 +85,29 @@ CREATE TABLE IF NOT EXISTS tally_count (
 CREATE TABLE IF NOT EXISTS tally_note (
     cycle_id TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (cycle_id, key)) WITHOUT ROWID;
 """
+
+
+def session_clock() -> float:
+    """Seconds on the host's boot clock: what ``expires_at`` is measured on (module docstring)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as stream:
+            return stream.read().strip()
+    except OSError:
+        return ""
+
+
+#: this boot of the host; a head row written in another one has expired
+BOOT_ID = _boot_id()
+#: the condition "the head row ``h`` is live", with its parameters from :func:`_live`
+_LIVE = "h.boot_id = ? AND h.expires_at > ?"
+
+
+def _live() -> tuple[str, float]:
+    return BOOT_ID, session_clock()
 
 
 def default_path() -> str:
@@ -168,19 +203,53 @@ class SqliteStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLITE_FULL may have rolled it back already
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     # -- session lifecycle ---------------------------------------------------------------------
 
-    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
+    def begin_open(self) -> int:
+        with self._write() as conn:
+            issued, _ = _arrival(conn)
+            conn.execute("UPDATE arrival SET issued = ?", (issued + 1,))
+        return issued + 1
+
+    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
+             ticket: int | None = None) -> str:
+        try:
+            return self._open(snapshot, policy_version, policy_sources, ticket)
+        except sqlite3.Error:
+            self._end_after_failed_open(ticket)
+            raise
+
+    def _end_after_failed_open(self, ticket: int | None) -> None:
+        """An open that could not be stored (the disk is full, an I/O error) must not leave the
+        previous cycle's session current: Volcano has moved on to a new cycle, so end it, in a
+        transaction of its own. A few pages, written over the WAL frames the failed open had
+        appended (the file keeps its size), so it succeeds on a full disk; if it fails too, the
+        error is logged and the open's error answered."""
+        try:
+            with self._write() as conn:
+                _apply_arrival(conn, ticket, "onSessionOpen")
+                self._end_current(conn, ended_normally="replaced")
+        except OpenSuperseded:
+            pass  # a later open or close was stored: the session current now is that cycle's
+        except sqlite3.Error as error:
+            log.error("session store %s: an onSessionOpen could not be stored, and ending the previous "
+                      "session failed too (%s): its calls may decide with the previous cycle's session "
+                      "until the next onSessionOpen is stored", self.path, error)
+
+    def _open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
+              ticket: int | None) -> str:
         session_id, now = new_session_id(), time.time()
         with self._write() as conn:
-            self._end_current(conn, now, ended_normally="replaced")
-            conn.execute("INSERT INTO head VALUES (1, ?, 0, ?, ?, ?, '')",
-                         (session_id, policy_version, now, now + self.ttl_seconds))
+            _apply_arrival(conn, ticket, "onSessionOpen")
+            self._end_current(conn, ended_normally="replaced")
+            conn.execute("INSERT INTO head VALUES (1, ?, 0, ?, ?, ?, ?, '')",
+                         (session_id, policy_version, now, session_clock() + self.ttl_seconds, BOOT_ID))
             conn.execute("INSERT INTO snapshot VALUES (?, ?)", (session_id, snapshot))
             _store_sources(conn, policy_version, policy_sources)
             _forget_other_sources(conn, policy_version)
@@ -189,14 +258,17 @@ class SqliteStore:
 
     def close(self) -> None:
         with self._write() as conn:
-            self._end_current(conn, time.time(), ended_normally="closed")
+            _apply_arrival(conn, None, "onSessionClose")
+            self._end_current(conn, ended_normally="closed")
 
-    def _end_current(self, conn: sqlite3.Connection, now: float, ended_normally: str) -> None:
-        """Drop the current session and everything it holds, counting how it ended."""
-        row = conn.execute("SELECT session_id, expires_at FROM head").fetchone()
+    def _end_current(self, conn: sqlite3.Connection, ended_normally: str) -> None:
+        """Drop the current session and everything it holds, counting how it ended; a lost
+        session's record (``mark_lost``) goes too: this is the next cycle."""
+        conn.execute("DELETE FROM lost")
+        row = conn.execute(f"SELECT session_id, {_LIVE} FROM head h", _live()).fetchone()
         if row is None:
             return
-        how = ended_normally if row[1] > now else "expired"
+        how = ended_normally if row[1] else "expired"
         _count(conn, how)
         conn.execute("INSERT INTO ended (session_id, how) VALUES (?, ?)", (row[0], how))
         conn.execute("DELETE FROM ended WHERE n <= (SELECT max(n) FROM ended) - ?", (ENDED_KEPT,))
@@ -208,34 +280,41 @@ class SqliteStore:
     # -- reads ---------------------------------------------------------------------------------
 
     def head(self) -> Head | None:
+        return self.head_until()[0]
+
+    def head_until(self) -> tuple[Head | None, float]:
+        """The head, and when it expires on :func:`session_clock` (inf with no session)."""
         self.check_file()
         row = self._conn().execute(
-            "SELECT session_id, seq, policy_version, opened_at, tip FROM head WHERE expires_at > ?",
-            (time.time(),)).fetchone()
-        return Head(*row) if row else None
+            f"SELECT session_id, seq, policy_version, opened_at, tip, expires_at FROM head h WHERE {_LIVE}",
+            _live()).fetchone()
+        return (Head(*row[:5]), row[5]) if row else (None, float("inf"))
 
     def snapshot(self, session_id: str) -> bytes | None:
         row = self._conn().execute(
             "SELECT s.data FROM snapshot s JOIN head h USING (session_id)"
-            " WHERE s.session_id = ? AND h.expires_at > ?", (session_id, time.time())).fetchone()
+            f" WHERE s.session_id = ? AND {_LIVE}", (session_id, *_live())).fetchone()
         return row[0] if row else None
 
     def allocations(self, session_id: str) -> list[tuple[int, bytes]]:
         rows = self._conn().execute(
             "SELECT a.net, a.record FROM allocation a JOIN head h USING (session_id)"
-            " WHERE a.session_id = ? AND h.expires_at > ? AND a.net != 0", (session_id, time.time()))
+            f" WHERE a.session_id = ? AND {_LIVE} AND a.net != 0", (session_id, *_live()))
         return [(net, record) for net, record in rows]
 
     def changes(self, session_id: str, after_seq: int) -> list[Change]:
         rows = self._conn().execute(
             "SELECT c.task_uid, c.net, c.record, c.tip FROM change c JOIN head h USING (session_id)"
-            " WHERE c.session_id = ? AND c.seq > ? AND h.expires_at > ? ORDER BY c.seq",
-            (session_id, after_seq, time.time())).fetchall()
+            f" WHERE c.session_id = ? AND c.seq > ? AND {_LIVE} ORDER BY c.seq",
+            (session_id, after_seq, *_live())).fetchall()
         return [Change(*row) for row in rows]
 
     def ended(self, session_id: str) -> bool:
-        return self._conn().execute("SELECT 1 FROM ended WHERE session_id = ?",
-                                    (session_id,)).fetchone() is not None
+        conn = self._conn()
+        if conn.execute("SELECT 1 FROM ended WHERE session_id = ?", (session_id,)).fetchone() is not None:
+            return True
+        return conn.execute(f"SELECT 1 FROM head h WHERE session_id = ? AND NOT ({_LIVE})",
+                            (session_id, *_live())).fetchone() is not None  # expired, nothing noticed it yet
 
     def policy_sources(self, version: str) -> dict[str, str] | None:
         rows = self._conn().execute(
@@ -245,6 +324,16 @@ class SqliteStore:
         if not rows:
             return None
         return {file: text for file, text in rows if file is not None}
+
+    def mark_lost(self, session_id: str, seconds: float) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO lost VALUES (1, ?, ?, ?)",
+                         (session_id, BOOT_ID, session_clock() + seconds))
+
+    def lost(self) -> str | None:
+        row = self._conn().execute("SELECT session_id FROM lost h WHERE boot_id = ? AND until > ?",
+                                   _live()).fetchone()
+        return row[0] if row else None
 
     def session_counts(self) -> SessionCounts:
         rows = self._conn().execute("SELECT name, value FROM session_count").fetchall()
@@ -350,6 +439,23 @@ class SqliteStore:
         return counts, notes
 
 
+def open_session_in(path: str) -> tuple[str, float] | None:
+    """(session id, seconds left) of the session open in the SQLite store file ``path`` of
+    another process, read-only; None when none is, it expired, or the file cannot be read (another
+    schema version, not a store)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute(f"SELECT session_id, expires_at FROM head h WHERE {_LIVE}", _live()).fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()  # a file of another instance: this process holds no lock of its own on it
+    return (row[0], row[1] - session_clock()) if row else None
+
+
 def _tally_entries(conn: sqlite3.Connection, cycle_id: str) -> int:
     return sum(conn.execute(f"SELECT count(*) FROM {table} WHERE cycle_id = ?", (cycle_id,)).fetchone()[0]
                for table in ("tally_count", "tally_note"))
@@ -390,8 +496,30 @@ def _retry_while_locked(step, timeout_seconds: float) -> None:
 
 
 def _is_current(conn: sqlite3.Connection, session_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM head WHERE session_id = ? AND expires_at > ?",
-                        (session_id, time.time())).fetchone() is not None
+    return conn.execute(f"SELECT 1 FROM head h WHERE session_id = ? AND {_LIVE}",
+                        (session_id, *_live())).fetchone() is not None
+
+
+def _arrival(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(the last ticket issued, the ticket of the last open or close stored)."""
+    row = conn.execute("SELECT issued, applied FROM arrival").fetchone()
+    if row is None:
+        conn.execute("INSERT INTO arrival VALUES (1, 0, 0)")
+        return 0, 0
+    return row[0], row[1]
+
+
+def _apply_arrival(conn: sqlite3.Connection, ticket: int | None, what: str) -> None:
+    """Store an open or close with ``ticket`` (None: a new one, it arrived now), unless one that
+    arrived after it was stored first (OpenSuperseded). The issued counter never falls behind a
+    ticket stored (a ticket taken before the file was replaced)."""
+    issued, applied = _arrival(conn)
+    if ticket is None:
+        ticket = issued + 1
+    if ticket < applied:
+        raise OpenSuperseded(f"{what} arrived before the onSessionOpen or onSessionClose stored last "
+                             f"(arrival {ticket} < {applied}): not stored, the later cycle's session stays")
+    conn.execute("UPDATE arrival SET issued = ?, applied = ?", (max(issued, ticket), ticket))
 
 
 def _store_sources(conn: sqlite3.Connection, version: str, sources: dict[str, str]) -> None:

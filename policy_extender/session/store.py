@@ -58,6 +58,13 @@ class SessionLost(RuntimeError):
     a decision made with no session."""
 
 
+class OpenSuperseded(RuntimeError):
+    """An onSessionOpen that was overtaken: an open or close that arrived after it (a greater
+    ``begin_open`` ticket) was stored first, so storing this one would replace a later cycle's
+    session. Nothing was stored; Volcano, which sends the next cycle's open only after it gave up
+    on this one, is not waiting for its answer."""
+
+
 class StoreUnavailable(RuntimeError):
     """The store cannot be reached or did not answer in time (Redis down, paused, failing over),
     or a write was not acknowledged by the replicas it must reach (``redis_wait_replicas``):
@@ -119,13 +126,23 @@ class SessionStore(Protocol):
 
     # -- the session ---------------------------------------------------------------------------
 
-    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str]) -> str:
+    def begin_open(self) -> int:
+        """A ticket for an onSessionOpen that has just arrived: greater than every ticket taken
+        before it, by any worker or replica sharing the store (opens and closes are ordered by
+        arrival, not by when they are stored)."""
+        ...
+
+    def open(self, snapshot: bytes, policy_version: str, policy_sources: dict[str, str],
+             ticket: int | None = None) -> str:
         """Start a new session (fresh id, seq 0) replacing any previous one and its allocations;
-        store ``policy_sources`` under ``policy_version`` (the only version kept). The new id."""
+        store ``policy_sources`` under ``policy_version`` (the only version kept). The new id.
+        ``ticket``: the open's ``begin_open`` ticket (None: it arrived now); when an open or close
+        with a greater one was stored first, raises OpenSuperseded and stores nothing."""
         ...
 
     def close(self) -> None:
-        """End the current session; later calls see no session."""
+        """End the current session; later calls see no session. A close arrives and is stored at
+        once: it supersedes every open that arrived before it and is not stored yet."""
         ...
 
     def head(self) -> Head | None:
@@ -168,11 +185,23 @@ class SessionStore(Protocol):
 
     def ended(self, session_id: str) -> bool:
         """Whether the store recorded ``session_id`` as closed, replaced or expired (a session
-        the store has no trace of was lost, not ended); the last ``ENDED_KEPT`` are kept."""
+        the store has no trace of was lost, not ended); the last ``ENDED_KEPT`` are kept, and the
+        current one once its TTL passed on the store's own clock (never the wall clock of the
+        process asking: a wall-clock step is not an expiry)."""
         ...
 
     def session_counts(self) -> SessionCounts:
         """Sessions opened, closed, expired and replaced so far."""
+        ...
+
+    def mark_lost(self, session_id: str, seconds: float) -> None:
+        """Record, for every worker and replica sharing the store, that ``session_id`` was lost
+        (it vanished without ending: the store restarted empty, its file was replaced), for the
+        next ``seconds`` (at most the rest of its TTL); the next open or close removes it."""
+        ...
+
+    def lost(self) -> str | None:
+        """The session :meth:`mark_lost` recorded, while the record holds, else None."""
         ...
 
     # -- the decision tally of /why (session/tally.py) -----------------------------------------

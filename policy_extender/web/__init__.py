@@ -72,9 +72,9 @@ def _notable_call(config: Config) -> Callable[[RequestRecord], None]:
     late_open = late_open_watch(config)
 
     def notable(record: RequestRecord) -> None:
+        if EVERY_VERB[record.verb].session == SESSION_OPENS:
+            late_open(record)  # a 200, or a 409 superseded, slower than Volcano waits
         if record.status == 200:
-            if EVERY_VERB[record.verb].session == SESSION_OPENS:
-                late_open(record)
             if logs.request_log.isEnabledFor(logging.DEBUG):
                 logs.log_request(record.verb, None, None, record.decision or "-", record.rule or None,
                                  record.seconds)

@@ -21,8 +21,9 @@ import time
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from policy_extender import metrics, trace
+from policy_extender.decide import session_verbs
 from policy_extender.decide.handlers import respond
-from policy_extender.decide.table import DECIDING
+from policy_extender.decide.table import DECIDING, SESSION_OPENS
 from policy_extender.decide.reply import Reply, VerbError, error_reply
 from policy_extender.decide.verbs import EVERY_VERB
 from policy_extender.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from, request_log, unbind_request_id
@@ -92,7 +93,7 @@ class VerbDispatch:
             seconds = time.perf_counter() - started
             size = len(body) if body is not None else _declared_size(environ)
             metrics.note_request(route.kind, reply.status, seconds, size, reply.rule, reply.decision)
-            self._report(route, reply, seconds, size)
+            self._report(route, reply, _waited(route, seconds), size)
             if marks is not None and self.tracer is not None:
                 self.tracer.end(route.kind, started, marks)
         finally:
@@ -105,17 +106,24 @@ class VerbDispatch:
         """The reply, and the body it answered (None when the body was not read whole)."""
         if environ.get("REQUEST_METHOD") != "POST":
             return _not_a_post(route.kind, environ), b""
-        arrived = getattr(ARRIVAL, "started", None) or time.monotonic()  # the worker's first byte, else now
+        opening = EVERY_VERB[route.kind].session == SESSION_OPENS
+        if opening:  # ordered by arrival: its ticket before its body (decide/session_verbs.py)
+            session_verbs.note_arrival(self.service)
         try:
-            body = self._read(route, environ)
-        except VerbError as exc:  # 415, 413, 408, 400: logged once, with the other non-200s, by _report
-            return error_reply(exc.status, exc.message, exc.headers), None
-        deadline = arrived + route.timeout if route.timeout else None
-        try:
-            return respond(self.service, route.kind, body, deadline), body
+            arrived = getattr(ARRIVAL, "started", None) or time.monotonic()  # the worker's first byte, else now
+            try:
+                body = self._read(route, environ)
+            except VerbError as exc:  # 415, 413, 408, 400: logged once, with the other non-200s, by _report
+                return error_reply(exc.status, exc.message, exc.headers), None
+            deadline = arrived + route.timeout if route.timeout else None
+            try:
+                return respond(self.service, route.kind, body, deadline), body
+            finally:
+                if route.stream is not None:  # only these hand a stream over (read_streamed)
+                    arriving.drop()  # a stream no handler took must not keep the body
         finally:
-            if route.stream is not None:  # only these hand a stream over (read_streamed)
-                arriving.drop()  # a stream no handler took must not keep the body
+            if opening:
+                session_verbs.forget_arrival()
 
     def _read(self, route: VerbRoute, environ: dict) -> Any:
         """The body, under the verb's limit (VerbError: 415, 413, 408, 400)."""
@@ -202,6 +210,16 @@ class AnswerThenRelease:
         body, self._body = self._body, None
         if body is not None:
             socket_body.give_back(body)  # kept only if nothing else refers to it
+
+
+def _waited(route: VerbRoute, seconds: float) -> float:
+    """What the caller waited for an onSessionOpen: from its first byte (``ARRIVAL.started``: the
+    body may have arrived on the worker's event loop before this thread took it), so that the
+    late-open watch (``volcano_timeout``) sees the whole of it; other calls: ``seconds``."""
+    arrived = getattr(ARRIVAL, "started", None)
+    if arrived is None or EVERY_VERB[route.kind].session != SESSION_OPENS:
+        return seconds
+    return max(seconds, time.monotonic() - arrived)
 
 
 def _declared_size(environ: dict) -> int:

@@ -6,7 +6,8 @@ facts): the node views, the sums of allocatable, idle and used over every node, 
 name and the jobs counted by queue and PodGroup phase. ``ClusterView`` (schema type ``cluster``)
 puts this cycle's allocations on top: the counters' net amounts per node (``Counters.by_node``,
 the same in every worker at the same ``seq``) are taken off each node's idle and added to its
-used, and so to the sums. An Env builds one ``ClusterView`` per picture of the session
+used, and so to the sums; the tasks placed on a node this cycle join its ``tasks`` and the tasks
+evicted from it leave them (``Counters.placed`` and ``evicted``, by node). An Env builds one ``ClusterView`` per picture of the session
 (``cluster_view()``) and keeps it: a rule reads it at the cost of an attribute.
 
 A node the counters name but the snapshot does not know is not a node of ``cluster``: it
@@ -105,21 +106,29 @@ class ClusterFacts:
             totals = self._totals = (Resources(sums[0]), Resources(sums[1]), Resources(sums[2]))
         return totals
 
-    def view(self, by_node: Mapping[str, Any] | None = None) -> ClusterView:
-        """The ``cluster`` root with ``by_node`` (node name -> ``Counts`` of this cycle) applied."""
-        return ClusterView(self, by_node or {})
+    def view(self, by_node: Mapping[str, Any] | None = None, placed: Any = None,
+             evicted: Any = None, env: Any = None) -> ClusterView:
+        """The ``cluster`` root with this cycle applied: ``by_node`` (node name -> ``Counts``),
+        and the tasks ``placed`` (net +1) and ``evicted`` (net -1), as ``Placements``; ``env``:
+        the picture of the session the nodes are seen through (their tasks' ``job`` is net of
+        the same events), else the snapshot."""
+        return ClusterView(self, by_node or {}, placed, evicted, env)
 
 
 class ClusterView:
-    """Schema type ``cluster``: ``ClusterFacts`` net of this cycle's allocations per node."""
+    """Schema type ``cluster``: ``ClusterFacts`` net of this cycle's allocations per node: a
+    node's idle and used by the counters' net amounts there, its tasks by the tasks placed on it
+    (added, in event order) and evicted from it (taken out)."""
 
-    __slots__ = ("_facts", "_moved", "_nodes", "_idle", "_used")
+    __slots__ = ("_facts", "_moved", "_placed", "_evicted", "_env", "_nodes", "_idle", "_used")
 
-    def __init__(self, facts: ClusterFacts, by_node: Mapping[str, Any]) -> None:
-        self._facts = facts
+    def __init__(self, facts: ClusterFacts, by_node: Mapping[str, Any], placed: Any = None,
+                 evicted: Any = None, env: Any = None) -> None:
+        self._facts, self._env = facts, env
         #: node index -> net amounts allocated on it this cycle (snapshot nodes only)
         self._moved = {facts.names[name]: counts.as_dict() for name, counts in by_node.items()
                        if name in facts.names and counts.as_dict()}
+        self._placed, self._evicted = placed, evicted
         self._nodes: list | None = None
         self._idle: Resources | None = None
         self._used: Resources | None = None
@@ -128,11 +137,30 @@ class ClusterView:
     def nodes(self) -> list[Any]:
         nodes = self._nodes
         if nodes is None:
-            nodes = list(self._facts.nodes)
-            for i, moved in self._moved.items():
-                nodes[i] = nodes[i].moved_by(moved)
+            env = self._env if self._has_tasks_moved() else None
+            # with tasks moved, every node is seen through this picture: its tasks' jobs are net too
+            nodes = list(self._facts.nodes) if env is None else [node.with_env(env) for node in self._facts.nodes]
+            for i in self._touched():
+                nodes[i] = nodes[i].net_of(self._moved.get(i, {}), self._on(self._placed, nodes[i].name),
+                                           self._on(self._evicted, nodes[i].name), env)
             self._nodes = nodes  # the same list whichever thread built it first
         return nodes
+
+    def _has_tasks_moved(self) -> bool:
+        return any(placements is not None and len(placements) for placements in (self._placed, self._evicted))
+
+    def _touched(self) -> list[int]:
+        """The snapshot nodes this cycle changed: amounts moved, or a task placed or evicted."""
+        names = self._facts.names
+        touched = set(self._moved)
+        for placements in (self._placed, self._evicted):
+            if placements is not None:
+                touched.update(names[name] for name in placements.keys("node") if name in names)
+        return sorted(touched)
+
+    @staticmethod
+    def _on(placements: Any, name: str) -> list:
+        return placements.bucket("node", name) if placements is not None else []
 
     @property
     def node_count(self) -> int:

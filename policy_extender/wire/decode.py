@@ -16,7 +16,9 @@ import msgspec
 from policy_extender import trace
 from policy_extender.errors import WireError
 from . import arriving, node_reuse
+from .paths import EVENT_READ
 from .reading import FrozenReads, Reads, built_once, decode_json, freeze_reads, required, struct_of
+from .structs import struct_for
 from .session_views import NO_SESSION, PlacedTask
 from .snapshot import Snapshot, allocation_in, decode_session_open
 from .views import JobView, NodeView, QueueView, TaskView
@@ -113,7 +115,8 @@ def _queue_decoder(frozen: FrozenReads):
 
 @built_once
 def _task_decoder(frozen: FrozenReads):
-    return msgspec.json.Decoder(_body("TaskEventBody", task=struct_of(frozen, "task")))
+    task = struct_for("task", dict(frozen)["task"], frozenset(EVENT_READ))  # the status too: the record keeps it
+    return msgspec.json.Decoder(_body("TaskEventBody", task=task))
 
 
 def prepare(reads: Reads | None) -> None:

@@ -100,6 +100,14 @@ WIRE: dict[Step, tuple[WirePath, ...]] = {
     ('cluster', 'used'): (('Nodes', '*', 'Used'),),
     ('cluster', 'queues'): (('Queues', '*'),),
     ('cluster', 'jobs'): (('Jobs', '*', 'PodGroup', 'status', 'phase'), ('Jobs', '*', 'PodGroup', 'Status', 'Phase')),
+    # an allocation is kept from its allocateFunc's task: what a rule reads of one is read of the
+    # task of every allocate/deallocate event (``go_reads``: the ``placed`` paths)
+    ('allocation', 'name'): (('Name',),),
+    ('allocation', 'namespace'): (('Namespace',),),
+    ('allocation', 'role'): (('TaskRole',),),
+    ('allocation', 'labels'): (('Pod', 'metadata', 'labels'),),
+    ('allocation', 'annotations'): (('Pod', 'metadata', 'annotations'),),
+    ('allocation', 'priority'): (('Priority',),),
 }
 
 #: Volcano up to v1.13 marshals the PodGroup of a JobInfo and the Queue of a QueueInfo from its
@@ -145,6 +153,11 @@ ALWAYS_READ: dict[str, tuple[WirePath, ...]] = {
 }
 
 
+#: What an allocate/deallocate event's decoder keeps of its task beyond ``ALWAYS_READ`` (not
+#: required): its status, which the record keeps (a Pipelined task stays one in this cycle's views).
+EVENT_READ: tuple[WirePath, ...] = (("Status",),)
+
+
 def wire_paths(step: Step) -> tuple[WirePath, ...]:
     """The Go key paths of one field; () for a field the body does not carry (session data)."""
     return WIRE.get(step, ())
@@ -186,4 +199,22 @@ def go_reads(reads: Mapping[str, Iterable[tuple[tuple[Step, ...], bool]]]) -> di
         below = frozenset(path[2:] for path in cluster if path[:2] == (key, "*") and len(path) > 2)
         if below:
             out[root] = out.get(root, frozenset()) | below
+    placed = placed_paths(out.pop("allocation", frozenset()), cluster)
+    if placed:
+        out["task"] = out.get("task", frozenset()) | placed
+    out[PLACED] = placed
     return out
+
+
+#: The key of a read set (``go_reads``) holding the task paths an allocate/deallocate event keeps
+#: of its task (``placed_paths``); not a root: no decoder is built for it.
+PLACED = "placed"
+
+
+def placed_paths(allocation: Iterable[WirePath], cluster: Iterable[WirePath]) -> frozenset[WirePath]:
+    """The task paths an event's record keeps beyond ``ALWAYS_READ``: what the rules read of an
+    allocation (``a.labels``) and of the tasks of ``cluster.nodes`` (``n.tasks``: the tasks placed
+    this cycle join them; ``cluster`` holds onSessionOpen paths). They are read of every task
+    decoded too, so the event's decoder keeps them."""
+    below = {path[4:] for path in cluster if path[:4] == ("Nodes", "*", "Tasks", "*") and len(path) > 4}
+    return frozenset(allocation) | frozenset(below)

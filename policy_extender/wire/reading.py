@@ -14,7 +14,8 @@ from policy_extender.errors import WireError
 from .structs import expected, struct_for
 
 #: ``{"task"|"node"|"job"|"queue"|"cluster": frozenset of wire paths}``, as ``PolicySet.reads``
-#: (``cluster``: paths in the onSessionOpen body, ``wire.paths.go_reads``).
+#: (``cluster``: paths in the onSessionOpen body, ``wire.paths.go_reads``; its ``placed`` key, the
+#: task paths an allocate event's record keeps, is no root: no decoder is keyed on it).
 Reads = Mapping[str, frozenset]
 FrozenReads = tuple[tuple[str, frozenset], ...]
 

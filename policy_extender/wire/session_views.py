@@ -11,35 +11,61 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from policy_extender.schema import INDEXED
 
+from .paths import TASK_STATUSES
 from .quantity import whole
-from .resources import EMPTY, NO_COUNTS, Counts, Resources
+from .resources import EMPTY, NO_COUNTS, Counts, Resources, field_of
 
 
 class PlacedTask(NamedTuple):
-    """One task allocated in this cycle; ``resources`` in whole units by full resource name."""
+    """One task allocated in this cycle; ``resources`` in whole units by full resource name;
+    ``status`` and ``task`` as an ``AllocationRecord`` keeps them (``wire.placed``)."""
 
     task_uid: str
     job_uid: str
     queue_name: str
     node_name: str
     resources: Mapping[str, int | float]
+    status: int = 0
+    task: Mapping[str, Any] | None = None
+
+
+def _map(raw: Any, *keys: str) -> dict:
+    value = raw
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
 
 
 class AllocationView:
     """One task of this cycle's ``session.allocations`` (or ``session.evictions``): schema type
     ``allocation``. Identifiers the event did not carry (a task without a job, a job the snapshot
-    does not know, so no queue) are null. ``_seq`` orders the list: the event that listed it."""
+    does not know, so no queue) are null. ``_seq`` orders the list: the event that listed it.
+    ``raw``: the event's task as its record keeps it (Go keys, ``wire.placed``; None for a record
+    written before records kept it), read by the task's own fields (``labels``, ``name``, ...)."""
 
-    __slots__ = ("task", "job", "queue", "node", "requests", "_seq")
+    __slots__ = ("task", "job", "queue", "node", "requests", "_seq", "raw")
 
     def __init__(self, task: str | None, job: str | None, queue: str | None, node: str | None,
-                 requests: Resources = EMPTY, seq: int = 0):
+                 requests: Resources = EMPTY, seq: int = 0, raw: Mapping[str, Any] | None = None):
         self.task, self.job, self.queue, self.node = task or None, job or None, queue or None, node or None
-        self.requests, self._seq = requests, seq
+        self.requests, self._seq, self.raw = requests, seq, raw
+
+    name = property(lambda self: field_of(self.raw, "Name") or None)
+    namespace = property(lambda self: field_of(self.raw, "Namespace") or None)
+    role = property(lambda self: field_of(self.raw, "TaskRole") or None)
+    priority = property(lambda self: field_of(self.raw, "Priority") or 0)
+    labels = property(lambda self: _map(self.raw, "Pod", "metadata", "labels"))
+    annotations = property(lambda self: _map(self.raw, "Pod", "metadata", "annotations"))
+    status = property(lambda self: TASK_STATUSES.get(field_of(self.raw, "Status")))
+
+    def task_raw(self) -> dict[str, Any]:
+        """The task as a node's ``tasks`` hold it (a ``TaskView``'s raw): what the record kept of
+        it, with the record's own UID, job and node (and status, ``raw_of``)."""
+        return {**(self.raw or {}), "UID": self.task, "Job": self.job or "", "NodeName": self.node or ""}
 
     def __repr__(self) -> str:
         return (f"AllocationView(task={self.task!r}, job={self.job!r}, queue={self.queue!r}, "
@@ -83,6 +109,10 @@ class Placements:
             items.sort(key=_SEQ)
             self._items = items  # the same list whichever thread built it first
         return items
+
+    def keys(self, name: str) -> Iterable[object]:
+        """The values of field ``name`` (``INDEXED``) that some view has."""
+        return self._by[name].keys()
 
     def bucket(self, name: str, key: object) -> list[AllocationView]:
         """The views whose field ``name`` equals ``key`` (``==`` on strings and null), in order."""
@@ -196,7 +226,16 @@ def allocation_view(allocation: PlacedTask, seq: int = 0) -> AllocationView:
     resources = allocation.resources
     return AllocationView(allocation.task_uid, allocation.job_uid, allocation.queue_name,
                           allocation.node_name,
-                          resources if isinstance(resources, Resources) else Resources(resources), seq)
+                          resources if isinstance(resources, Resources) else Resources(resources), seq,
+                          raw_of(allocation))
+
+
+def raw_of(allocation: Any) -> dict[str, Any] | None:
+    """The record's task (``task``) with its ``status`` in it; None when it kept neither."""
+    raw, status = getattr(allocation, "task", None), getattr(allocation, "status", 0)
+    if not status or (raw is not None and "Status" in raw):
+        return raw
+    return {**(raw or {}), "Status": status}
 
 
 class CycleAllocations:
@@ -285,7 +324,11 @@ class SnapshotEnv:
         self.cluster_facts = None
 
     def job(self, uid: str):
-        return self._jobs.get(uid) if uid else None
+        """The job ``uid``, net of this cycle's events on its tasks (``views.net_job``)."""
+        job = self._jobs.get(uid) if uid else None
+        if job is None:
+            return None
+        return job.net_of(self.tally.placed.bucket("job", uid), self.tally.evicted.bucket("job", uid), self)
 
     def queue(self, name: str):
         if not name:
@@ -297,4 +340,5 @@ class SnapshotEnv:
 
     def cluster_view(self):
         facts = self.cluster_facts
-        return NO_CLUSTER if facts is None else facts.view(self.tally.by_node)
+        return NO_CLUSTER if facts is None else facts.view(self.tally.by_node, self.tally.placed,
+                                                            self.tally.evicted, self)

@@ -227,12 +227,12 @@ def paths_for(root: str, paths) -> frozenset[WirePath]:
 
 
 @lru_cache(maxsize=256)
-def struct_for(root: str, paths: frozenset[WirePath]) -> type:
+def struct_for(root: str, paths: frozenset[WirePath], extra: frozenset[WirePath] = frozenset()) -> type:
     """A Struct type for the top-level object of type ``root`` of a verb body: exactly ``paths``
-    (the policies' reads) and ALWAYS_READ, with the ``REQUIRED`` fields required, and the
-    ``GO_KEYS`` that ``paths`` read."""
+    (the policies' reads), ALWAYS_READ and ``extra`` (what one verb's handler reads itself),
+    with the ``REQUIRED`` fields required, and the ``GO_KEYS`` that ``paths`` read."""
     required = REQUIRED.get(root, {})
-    trie = _trie(paths_for(root, paths) | {(key,) for key in required})
+    trie = _trie(paths_for(root, paths) | extra | {(key,) for key in required})
     return _build(root, (), trie, _Reads(root, frozenset(p for p in paths or () if p)), required)
 
 

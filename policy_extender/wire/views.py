@@ -9,6 +9,7 @@ the view carries. A field the read set did not include reads as its empty value.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import msgspec
 
@@ -17,7 +18,7 @@ from .paths import LEGACY_CRD, TASK_STATUSES
 from .resources import Counts, Resources, amount_from_wire, amount_reader, field_of
 from .session_views import NO_SESSION, AllocationView, CycleAllocations, NoSession, PlacedTask, SessionView, SnapshotEnv
 
-__all__ = ["TaskView", "NodeView", "NetNodeView", "ClusterView", "JobCounts", "JobView", "QueueView", "TaintView", "TolerationView",
+__all__ = ["TaskView", "NodeView", "NetNodeView", "NetJobView", "net_job", "ClusterView", "JobCounts", "JobView", "QueueView", "TaintView", "TolerationView",
            "Resources", "Counts", "SessionView", "AllocationView", "CycleAllocations", "PlacedTask", "NoSession",
            "NO_SESSION", "SnapshotEnv", "VIEW_TYPES", "WireMapping", "WireResources"]
 
@@ -262,29 +263,50 @@ class NodeView(View):
         """This node with ``moved`` (whole units by full name) allocated on it this cycle."""
         return NetNodeView(self.raw, self.env, moved)
 
+    def net_of(self, moved: dict[str, int | float], placed: Sequence[AllocationView] = (),
+               evicted: Sequence[AllocationView] = (), env=None) -> NetNodeView:
+        """This node with this cycle on it: ``moved`` as ``moved_by``, and the tasks ``placed``
+        on it and ``evicted`` from it (``AllocationView``s, in event order), seen through ``env``
+        (else its own). A placed task the snapshot lists on the node already is listed once, as
+        its event sent it."""
+        gone = frozenset(v.task for v in evicted) | frozenset(v.task for v in placed)
+        return NetNodeView(self.raw, self.env if env is None else env, moved, tuple(placed), gone)
+
 
 class NetNodeView(NodeView):
-    """A node of ``cluster.nodes`` whose ``idle`` and ``used`` are net of this cycle's
-    allocations on it (``_moved``: the counters' net amounts there, whole units by full name)."""
+    """A node of ``cluster.nodes`` net of this cycle's allocations on it: ``idle`` and ``used``
+    (``_moved``: the counters' net amounts there, whole units by full name), and ``tasks``: the
+    snapshot's without those evicted this cycle (``_gone``: UIDs), then those placed on it this
+    cycle (``_placed``: ``AllocationView``s, in event order; each read as the task its event
+    sent, ``wire.placed``)."""
 
-    __slots__ = ("_moved",)
+    __slots__ = ("_moved", "_placed", "_gone")
 
-    def __init__(self, raw, env, moved: dict[str, int | float]) -> None:
+    def __init__(self, raw, env, moved: dict[str, int | float], placed: tuple = (),
+                 gone: frozenset = frozenset()) -> None:
         super().__init__(raw, env)
-        self._moved = moved
+        self._moved, self._placed, self._gone = moved, placed, gone
 
     def with_env(self, env):
-        return NetNodeView(self.raw, env, self._moved)
+        return NetNodeView(self.raw, env, self._moved, self._placed, self._gone)
 
     def moved_by(self, moved: dict[str, int | float]) -> NetNodeView:
         total = dict(self._moved)
         for name, amount in moved.items():
             total[name] = total.get(name, 0) + amount
-        return NetNodeView(self.raw, self.env, total)
+        return NetNodeView(self.raw, self.env, total, self._placed, self._gone)
 
     # plain properties (not ``WireResources``): the compiler reads them as any attribute
     idle = property(lambda self: shifted(Resources.from_wire(field_of(self.raw, "Idle")), self._moved, -1))
     used = property(lambda self: shifted(Resources.from_wire(field_of(self.raw, "Used")), self._moved, 1))
+
+    @property
+    def tasks(self) -> list[TaskView]:
+        gone, env = self._gone, self.env
+        tasks = [TaskView(t, env) for t in _elements(field_of(self.raw, "Tasks"))
+                 if not gone or field_of(t, "UID") not in gone]
+        tasks.extend(TaskView(view.task_raw(), env) for view in self._placed)
+        return tasks
 
 
 class JobView(View):
@@ -314,6 +336,10 @@ class JobView(View):
     def tasks(self) -> list[TaskView]:
         return [TaskView(t, self.env) for t in _elements(field_of(self.raw, "Tasks"))]
 
+    def net_of(self, placed: Sequence[AllocationView], evicted: Sequence[AllocationView], env=None) -> JobView:
+        """This job with this cycle's events on its tasks (``net_job``)."""
+        return net_job(self, placed, evicted, env)
+
     def _statuses(self) -> list:
         return [field_of(t, "Status") for t in _elements(field_of(self.raw, "Tasks"))]
 
@@ -324,6 +350,78 @@ class JobView(View):
     @property
     def pending_tasks(self) -> int:
         return sum(1 for s in self._statuses() if s == PENDING_STATUS)
+
+
+#: Task statuses whose requests Volcano counts in a job's ``Allocated`` (``api.AllocatedStatus``:
+#: Allocated, Binding, Bound, Running).
+ALLOCATED_STATUSES = frozenset({2, 8, 16, 32})
+#: The status Volcano gives a task it evicts (``Statement.Evict``).
+RELEASING_STATUS = 64
+
+
+class NetJobView(JobView):
+    """A job of the session snapshot (``task.job``, ``evictor.job``) net of this cycle's events
+    on its tasks, as Volcano's own JobInfo then holds it: a task placed this cycle has the status
+    its event sent (Allocated or Pipelined) and its node, one evicted is Releasing; ``tasks``,
+    ``ready_tasks`` and ``pending_tasks`` read those statuses, and ``allocated`` moves by the
+    requests of each task whose status entered or left Volcano's allocated statuses.
+    ``_changed``: task UID -> (status, node name, requests)."""
+
+    __slots__ = ("_changed",)
+
+    def __init__(self, raw, env, changed: dict[str, tuple[int, str | None, Resources]]) -> None:
+        super().__init__(raw, env)
+        self._changed = changed
+
+    def with_env(self, env):
+        return NetJobView(self.raw, env, self._changed)
+
+    def _raw_tasks(self) -> list:
+        changed, out = self._changed, []
+        for task in _elements(field_of(self.raw, "Tasks")):
+            found = changed.get(field_of(task, "UID"))
+            if found is not None:
+                task = {**(task if isinstance(task, dict) else msgspec.to_builtins(task)), "Status": found[0],
+                        **({"NodeName": found[1]} if found[1] else {})}
+            out.append(task)
+        return out
+
+    @property
+    def tasks(self) -> list[TaskView]:
+        return [TaskView(t, self.env) for t in self._raw_tasks()]
+
+    def _statuses(self) -> list:
+        changed = self._changed
+        return [changed[uid][0] if (uid := field_of(t, "UID")) in changed else field_of(t, "Status")
+                for t in _elements(field_of(self.raw, "Tasks"))]
+
+    @property
+    def allocated(self) -> Resources:
+        """The open's ``Allocated`` with each changed task's requests added when its status is
+        now one of Volcano's allocated ones and taken off when it is not: a task placed this
+        cycle was pending at the open, one evicted was running (``Statement.Evict`` takes only
+        running tasks), so the job's own tasks need not be read."""
+        moved: dict[str, int | float] = {}
+        for status, _, requests in self._changed.values():
+            sign = 1 if status in ALLOCATED_STATUSES else -1 if status == RELEASING_STATUS else 0
+            for name, amount in (requests.as_dict().items() if sign else ()):
+                moved[name] = moved.get(name, 0) + sign * amount
+        return shifted(Resources.from_wire(field_of(self.raw, "Allocated")), moved, 1)
+
+
+def net_job(job: JobView, placed: Sequence[AllocationView], evicted: Sequence[AllocationView],
+            env=None) -> JobView:
+    """``job`` with the events of this cycle on its tasks (``NetJobView``, seen through ``env``,
+    else ``job``'s own); ``job`` itself when there are none."""
+    if not placed and not evicted:
+        return job
+    changed: dict[str, tuple[int, str | None, Resources]] = {}
+    for view in evicted:
+        changed[view.task or ""] = (RELEASING_STATUS, view.node, view.requests)
+    for view in placed:
+        status = field_of(view.raw, "Status") or 2  # a record without one: Allocated
+        changed[view.task or ""] = (status, view.node, view.requests)
+    return NetJobView(job.raw, job.env if env is None else env, changed)
 
 
 class QueueView(View):

@@ -179,3 +179,79 @@ def test_an_abstain_is_explained_as_handing_the_choice_over():
     report = dict(REPORT, victimCalls=[dict(REPORT["victimCalls"][0], status=0)])
     text = outcome_run.explanation(report, outcome_run.actual_of(report), {})
     assert "the service abstained, so the other reclaim plugins decided: tier 1 gang, tier 2 proportion" in text
+
+
+CYCLES = CASE.replace("    expect:\n      evictions: []\n", """\
+    cycles: 3
+    evictionGrace: 1
+    events:
+      - before: 2
+        cordon: [n1]
+        addJobs: [{name: late, tasks: [{name: w, duration: 1, requests: {cpu: "1"}}]}]
+    expect:
+      cycle:
+        2: {binds: {}, why: {default/late: [waits]}}
+      bound_by: {default/urgent-w-0: 3}
+      never_bound: [default/late-w-0]
+      evictions: []
+""")
+
+
+def test_a_case_of_several_cycles_goes_to_the_engine_as_written(tmp_path):
+    spec = load_file(write(tmp_path, CYCLES))[1].outcome
+    assert spec is not None
+    want = spec.expect_for("v1.15.1")
+    scenario = spec.scenario({}, tmp_path / "conf.yaml", [], {n: sorted(w["why"]) for n, w in want["cycle"].items()})
+    assert scenario["cycles"] == 3 and scenario["evictionGrace"] == 1
+    assert scenario["events"][0]["addJobs"][0]["tasks"][0]["duration"] == 1
+    assert scenario["expect"]["cycle"] == {"2": {"why": {"default/late": []}}}
+
+
+@pytest.mark.parametrize("old, new, where, said", [
+    ("      bound_by:", "      boundBy:", ":30:7", "(did you mean 'bound_by'?)"),
+    ("      never_bound:", "      neverBound:", ":31:7", "(did you mean 'never_bound'?)"),
+    ("        cordon: [n1]", "        cordn: [n1]", ":25:9", "(did you mean 'cordon'?)"),
+    ("      - before: 2", "      - before: 4", ":24:9", "happens before, 2 to 3 (cycles: 3); got 4"),
+    ("        2: {binds: {}", "        5: {binds: {}", ":29:9", "expect.cycle.5: the case runs cycles 1 to 3"),
+    ("{default/urgent-w-0: 3}", "{default/urgent-w-0: 9}", ":30:18", "expect.bound_by.default/urgent-w-0: 9"),
+    ("    evictionGrace: 1", "    evictionGrace: -1", ":22:5", "evictionGrace: -1"),
+    ("duration: 1", "duration: soon", ":26:", "`duration` is an integer"),
+])
+def test_a_malformed_case_of_several_cycles_says_where_and_what(tmp_path, old, new, where, said):
+    assert old in CYCLES
+    case = load_file(write(tmp_path, CYCLES.replace(old, new)))[1]
+    assert case.error is not None, case
+    assert where in str(case.error) and said in str(case.error), str(case.error)
+
+
+CYCLE_REPORT = {  # three cycles: b bound in cycle 1, c evicted in cycle 2, a bound in cycle 3
+    "binds": {"ml/b-w-0": "n1", "ml/a-w-0": "n2"}, "evictions": ["ml/c-w-0"], "pipelined": {}, "phases": {},
+    "calls": {"predicate": 5},
+    "cycles": [{"binds": {"ml/b-w-0": "n1"}, "evictions": [], "calls": {"predicate": 3}},
+               {"binds": {}, "evictions": ["ml/c-w-0"], "calls": {"predicate": 2},
+                "why": {"ml/a": "ml/a waits: no room"}},
+               {"binds": {"ml/a-w-0": "n2"}, "evictions": []}],
+}
+
+
+def test_several_cycles_compare_per_cycle_and_over_the_run():
+    actual = outcome_run.actual_of(CYCLE_REPORT)
+    good = {"binds": {"ml/b-w-0": "n1", "ml/a-w-0": "*"}, "bound_by": {"ml/a-w-0": 3, "ml/b-w-0": 1},
+            "never_bound": ["ml/c-w-0"], "never_evicted": ["ml/a-w-0"],
+            "cycle": {1: {"binds": {"ml/b-w-0": "n1"}, "calls": {"predicate": {"min": 3, "max": 3}}},
+                      2: {"binds": {}, "evictions": ["ml/c-w-0"], "why": {"ml/a": ["no room"]}}}}
+    assert outcome_run.mismatches(good, actual) == []
+    bad = {"bound_by": {"ml/a-w-0": 2}, "never_bound": ["ml/b-w-0"], "never_evicted": ["ml/c-w-0"],
+           "cycle": {2: {"binds": {"ml/a-w-0": "n2"}, "evictions": ["ml/c-w-0"]}, 3: {"evictions": ["ml/b-w-0"]}}}
+    wrong = outcome_run.mismatches(bad, actual)
+    assert wrong == ["bound_by", "never_bound", "never_evicted", "cycle.2.binds", "cycle.3.evictions"]
+    text = outcome_run.diff(bad, actual, wrong)
+    assert "-  ml/a-w-0: 2\n+  ml/a-w-0: 3" in text, text
+    assert " cycle:\n   2:\n" in text and "+    evictions: []" in text and "+never_bound: []" in text, text
+
+
+def test_a_cycle_that_never_ran_is_said():
+    report = dict(CYCLE_REPORT, cycles=CYCLE_REPORT["cycles"][:1], panic="boom")
+    actual = outcome_run.actual_of(report)
+    assert outcome_run.mismatches({"cycle": {2: {"binds": {}}}}, actual) == ["cycle.2"]
+    assert "not run" in outcome_run.diff({"cycle": {2: {"binds": {}}}}, actual, ["cycle.2"])

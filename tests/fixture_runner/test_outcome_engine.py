@@ -80,3 +80,26 @@ def test_without_go_or_an_engine_one_line_says_what_is_needed(tmp_path):
     assert done.returncode == 1
     lines = [line for line in done.stdout.splitlines() if "need" in line]
     assert len(lines) == 1 and "install Go 1.24 or later" in lines[0] and "Docker image" in lines[0], done.stdout
+
+
+def test_a_case_of_several_cycles_passes_and_a_wrong_cycle_expectation_fails_naming_the_cycle(tmp_path):
+    """cycles-node-removed through the runner as written (3 cycles, events between them), then with
+    cycle 2 expected to bind c on n1 (c waits until a's pod is deleted before cycle 3)."""
+    source = (REPO / "e2e" / "volcano" / "cases" / "cycles.fixtures.yaml").read_text()
+    done = cli("test", "e2e/volcano/cases/cycles.fixtures.yaml", "-k", "cycles-node-removed", "--json")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    (result,) = json.loads(done.stdout)["results"]
+    cycles = result["actual"]["cycles"]
+    assert [c["binds"] for c in cycles] == [{"default/b-worker-0": "n2"}, {}, {"default/c-worker-0": "n1"}]
+    right = "        2:\n          binds: {}\n        3:\n          binds: {default/c-worker-0: n1}\n"
+    assert source.count(right) == 1
+    wrong = source.replace(right, right.replace("binds: {}", "binds: {default/c-worker-0: n1}"))
+    assert wrong != source
+    fixture = tmp_path / "cycles.fixtures.yaml"
+    fixture.write_text(wrong.replace("../../../", str(REPO) + "/"))
+    done = cli("test", str(fixture), "-k", "cycles-node-removed")
+    assert done.returncode == 1, done.stdout
+    assert "expected cycle.2.binds did not hold" in done.stdout, done.stdout
+    shown = [line.strip() for line in done.stdout.splitlines()]
+    assert shown[shown.index("cycle:"):][:5] == ["cycle:", "2:", "-    binds:", "-      default/c-worker-0: n1",
+                                                 "+    binds: {}"], done.stdout

@@ -178,6 +178,7 @@ def test_a_calls_values_count_its_decision_only_for_an_answer(monkeypatch):
     a refusal's or failure's is not (as note_request without an outcome)."""
     from policy_extender.service import RequestRecord
 
+    metrics.flush()  # calls an earlier test left pending would be flushed into by_record below
     by_record, by_note = fresh_metrics(), fresh_metrics()
     records = [RequestRecord("predicate", 200, "reject", "zone", 0.002, 137_000),
                RequestRecord("predicate", 200, "", "", 0.0004, 136_000),

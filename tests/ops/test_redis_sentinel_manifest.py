@@ -153,8 +153,12 @@ class Pod:
     def start(self, name: str) -> None:
         command = [part.replace("/scripts/", f"{self.scripts}/") for part in containers()[name]["command"]]
         log = open(self.state / f"pod-{self.n}-{name}.log", "ab")
+        # each pod its own working directory (Redis's `dir`), as each pod has its own file system:
+        # shared, a restarted master would load the dump.rdb a replica wrote at its full sync
+        workdir = self.state / f"pod-{self.n}" / "workdir"
+        workdir.mkdir(parents=True, exist_ok=True)
         self.processes[name] = subprocess.Popen(command, env=self.env[name], stdout=log, stderr=subprocess.STDOUT,
-                                                cwd=self.state)
+                                                cwd=workdir)
         log.close()
 
     def kill(self, name: str) -> None:
@@ -249,10 +253,22 @@ def test_the_pods_scripts_start_a_sentinel_set_that_fails_over_and_takes_the_old
     first.kill("redis")
     first.start("redis")
     wait(lambda: master_port(pods, password) != first.redis_port, "a failover")
-    new_master = master_port(pods, password)
-    wait(lambda: client(first.redis_port, password).info("replication").get("master_link_status") == "up",
-         "the old master back as a replica")
-    assert client(first.redis_port, password).info("replication")["master_port"] == new_master
+
+    def following_the_master() -> bool:
+        """The old master is in sync with the master the sentinels name now. (On a loaded machine a
+        failover attempt can pass its 2 s failover-timeout and the next one promote the other
+        replica; the old master may have joined the first one meanwhile, and the sentinels then
+        move it to the one they promoted: wait for that, not for the first link.)"""
+        replication = client(first.redis_port, password).info("replication")
+        return (replication.get("master_link_status") == "up"
+                and replication.get("master_port") == master_port(pods, password))
+    try:
+        wait(following_the_master, "the old master back as a replica")
+    except TimeoutError as error:  # say what the pods did (their logs go with tmp_path)
+        logs = "\n".join(f"--- {log.name}\n" + log.read_text(errors="replace")[-3000:]
+                         for log in sorted(first.state.glob("pod-*.log")))
+        raise TimeoutError(f"{error}; the old master's replication: "
+                           f"{client(first.redis_port, password).info('replication')}\n{logs}") from None
     assert "waiting for them to promote a replica" in (first.state / "pod-0-redis.log").read_text()
 
     def lost() -> bool:

@@ -104,7 +104,9 @@ def cluster(tmp_path):
 @pytest.mark.parametrize("wait", [False, True], ids=["async-replication", "wait-for-a-replica"])
 def test_a_master_killed_mid_cycle_fails_the_cycle_over_to_503s_and_the_next_cycle_is_right(tmp_path, cluster, wait):
     policies = write_policies(tmp_path / "policies", POLICIES)
-    extra = ("--redis-wait-replicas", "1") if wait else ()
+    # each acknowledged write waits for the replica up to --redis-wait-timeout: generous (the
+    # default 0.1 s fails writes on a loaded machine before any failover, which is not this test's case)
+    extra = ("--redis-wait-replicas", "1", "--redis-wait-timeout", "3") if wait else ()
     servers = [Server(tmp_path, policies, cluster.url, workers=2, extra_args=extra) for _ in range(2)]
     clients = []
     try:

@@ -154,10 +154,33 @@ def test_a_worker_that_had_not_read_the_lost_session_answers_503_too(redis_servi
     assert status == 503 and b"vanished" in answer
     after = predicates(redis_service.port)  # on both workers
     assert {status for status, _ in after} == {503}  # the other's were 200 "no session" rejections
-    assert "found by another worker of this instance" in redis_service.log()
+    assert "found by another worker or replica" in redis_service.log()
     volcano = VolcanoClient(redis_service.port, timeout=10)
     volcano.call("onSessionOpen", open_body(9))
     assert predicates(redis_service.port) == [(200, "gang too big")] * 48
     assert not os.path.exists(os.path.join(runtime_dir, "session-lost"))
     volcano.close()
     one_worker.close()
+
+
+def test_a_replica_that_never_read_the_lost_session_answers_503_too(tmp_path, redis_service, redis_server):
+    """Two replicas behind one Service share the Redis store; only the first reads the session.
+    Redis restarts empty: once the first has found the session lost, it records that in the store
+    (``mark_lost``), and the second replica, which never read it and shares no runtime directory
+    with the first, answers 503 for the rest of that cycle instead of deciding without it."""
+    (tmp_path / "other").mkdir()
+    other = Server(tmp_path / "other", write_policies(tmp_path / "other-policies", POLICIES), redis_server.url,
+                   workers=2)
+    try:
+        other.wait_ready()
+        volcano = VolcanoClient(redis_service.port, timeout=10)
+        volcano.call("onSessionOpen", open_body(3))
+        assert predicates(redis_service.port) == [(200, "")] * 48
+        redis_server.restart()
+        assert {status for status, _ in predicates(redis_service.port)} == {503}
+        assert {status for status, _ in predicates(other.port)} == {503}, "the other replica decided without it"
+        volcano.call("onSessionOpen", open_body(9))  # the next cycle
+        assert predicates(other.port) == predicates(redis_service.port) == [(200, "gang too big")] * 48
+        volcano.close()
+    finally:
+        other.stop()

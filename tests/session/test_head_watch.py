@@ -12,7 +12,7 @@ import pytest
 from policy_extender.session.allocation import AllocationRecord, encode_allocation
 from policy_extender.session.cache import SessionCache
 from policy_extender.session.head_watch import HeadWatch, watch_for
-from policy_extender.session.sqlite import SqliteStore
+from policy_extender.session.sqlite import SqliteStore, session_clock
 from tests.support.forking import in_forked_child
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -111,7 +111,7 @@ def test_an_answer_names_its_head_and_holds_until_another_connection_commits(tmp
     head = watch.head()
     answer = watch.last_answer()
     assert answer.head is head and head.session_id == session and head.seq == 0
-    assert answer.valid_from <= time.time() < answer.valid_until <= answer.expires_at
+    assert answer.valid_from <= session_clock() < answer.valid_until <= answer.expires_at
     assert watch.holds(answer) and watch.head() is head
     record = encode_allocation(AllocationRecord("t0", "job", "node-1", {"cpu": 1}))
     assert other.allocate(session, "t0", record) is True

@@ -43,6 +43,9 @@ class ProcessLocalStore:
     def snapshot(self, session_id):
         return self.session[3] if self.session else None
 
+    def lost(self):
+        return None
+
     def policy_sources(self, version):
         return self.sources.get(version)
 

@@ -63,8 +63,9 @@ def by_name(schemes) -> dict:
 
 def test_the_protocol_lists_the_session_the_events_and_the_tally():
     assert set(protocol_methods()) == {
-        "from_setting", "open", "close", "head", "snapshot", "policy_sources", "allocate", "deallocate",
-        "allocations", "changes", "ended", "session_counts", "tally_merge", "tally_cycles", "tally_read"}
+        "from_setting", "begin_open", "open", "close", "head", "snapshot", "policy_sources", "allocate", "deallocate",
+        "allocations", "changes", "ended", "session_counts", "mark_lost", "lost", "tally_merge", "tally_cycles",
+        "tally_read"}
     assert protocol_attributes() == {"ttl_seconds"}
     for name, method in protocol_methods().items():
         assert inspect.getdoc(method), f"SessionStore.{name} says nothing of its contract"

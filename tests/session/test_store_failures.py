@@ -34,7 +34,7 @@ def wipe(store) -> None:
         store._redis.flushdb()
     else:
         with store._write() as conn:
-            for table in ("head", "snapshot", "allocation", "change", "ended", "session_count"):
+            for table in ("head", "snapshot", "allocation", "change", "ended", "session_count", "arrival"):
                 conn.execute(f"DELETE FROM {table}")
 
 

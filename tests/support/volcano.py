@@ -341,9 +341,10 @@ class SentinelCluster:
         self.master.send_signal(signal.SIGKILL)
         self.master.wait()
 
-    def restart_killed_master(self, timeout: float = 30.0) -> None:
+    def restart_killed_master(self, timeout: float = 60.0) -> None:
         """Start the killed master again, empty, on its port (as Kubernetes restarts a pod): the
-        sentinels make it a replica of the new master; returns once it is in sync and
+        sentinels make it a replica of the new master (after it answered as a master for 8 s,
+        Sentinel's rule: 10-20 s on a loaded machine); returns once it is in sync and
         acknowledges writes (a write on the new master and ``WAIT 1`` succeed)."""
         import redis
 
@@ -365,6 +366,22 @@ class SentinelCluster:
         finally:
             client.close()
             new_master.close()
+
+    def restart_killed_master_as_replica(self, timeout: float = 60.0) -> None:
+        """Start the killed master again, empty, as a replica of the promoted one (as the
+        redis-sentinel pods' start script does); returns once it is in sync."""
+        import redis
+
+        self.master = self._redis(self.master_port, "--replicaof", "127.0.0.1", str(self.replica_port))
+        client = redis.Redis(host="127.0.0.1", port=self.master_port, socket_timeout=2)
+        deadline = time.monotonic() + timeout
+        try:
+            while client.info("replication").get("master_link_status") != "up":
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the old master did not sync as a replica in {timeout}s")
+                time.sleep(0.1)
+        finally:
+            client.close()
 
     def wait_for_failover(self, timeout: float = 30.0) -> float:
         """Until every sentinel names the replica as the master; returns the seconds it took."""
