@@ -86,7 +86,7 @@ func RunScheduler(objs *Objects, cfg schedulerapi.Extender, want *ScheduleExpect
 			}
 		}
 	}()
-	informerFactory := scheduler.NewInformerFactory(client, 0)
+	informerFactory := newInformerFactory(client)
 	sched, err := scheduler.New(ctx, client, informerFactory, nil,
 		recorderFactory(recorder),
 		scheduler.WithExtenders(cfg),
