@@ -27,14 +27,14 @@ var registerOptions sync.Once
 // binary registers at start (as uthelper's init does).
 func init() { metrics.InitKubeSchedulerRelatedMetrics() }
 
-func newCache(binder *util.FakeBinder, evictor *util.FakeEvictor, stop chan struct{}) *cache.SchedulerCache {
+func newCache(binder *util.FakeBinder, evictor *util.FakeEvictor, statuses *podStatusLog, stop chan struct{}) *cache.SchedulerCache {
 	registerOptions.Do(func() { options.Default() })
 	// As for v1.14 and later (cache_v1_14.go): the informers hold nothing, and with client-go's
 	// WatchListClient on the fake clientset's informers never sync.
 	if err := utilfeature.DefaultMutableFeatureGate.Set("WatchListClient=false"); err != nil {
 		panic(err)
 	}
-	sc := cache.NewCustomMockSchedulerCache(schedulerName, binder, evictor, &util.FakeStatusUpdater{}, nil, &record.FakeRecorder{})
+	sc := cache.NewCustomMockSchedulerCache(schedulerName, binder, evictor, &statusUpdater{statuses: statuses}, nil, &record.FakeRecorder{})
 	sc.Run(stop)
 	return sc
 }
