@@ -1,11 +1,11 @@
-//go:build !volcano_v1_10
+//go:build !volcano_v1_10 && !volcano_v1_12
 
 package main
 
-// The mock scheduler cache of Volcano v1.12 and later: six parameters, informers to start.
+// The mock scheduler cache of Volcano v1.14 and later: six parameters, informers to start (v1.12
+// and v1.13: cache_v1_12.go).
 
 import (
-	v1 "k8s.io/api/core/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/record"
 
@@ -29,15 +29,4 @@ func newCache(binder *util.FakeBinder, evictor *util.FakeEvictor, statuses *podS
 	sc := cache.NewCustomMockSchedulerCache(schedulerName, binder, evictor, &statusUpdater{statuses: statuses}, nil, &record.FakeRecorder{})
 	sc.Run(stop)
 	return sc
-}
-
-// statusUpdater keeps the pod statuses Volcano writes (podStatusLog).
-type statusUpdater struct {
-	util.FakeStatusUpdater
-	statuses *podStatusLog
-}
-
-func (u *statusUpdater) UpdatePodStatus(pod *v1.Pod) (*v1.Pod, error) {
-	u.statuses.record(pod)
-	return pod, nil
 }

@@ -129,10 +129,16 @@ func runIsolated(name string) (bool, string) {
 			args = append(args, "-"+f.Name+"="+f.Value.String())
 		}
 	})
-	out, err := exec.Command(os.Args[0], args...).Output()
+	var stderr strings.Builder
+	child := exec.Command(os.Args[0], args...)
+	child.Stderr = &stderr
+	out, err := child.Output()
 	text := string(out)
 	if err != nil && text == "" {
-		text = fmt.Sprintf("FAIL  %s\n      error: %v\n", name, err)
+		// what the child said before it stopped (a fatal error, Volcano's panic): its last lines
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		text = fmt.Sprintf("FAIL  %s\n      error: %v\n      | %s\n", name, err,
+			strings.Join(lines[max(0, len(lines)-8):], "\n      | "))
 	}
 	return err == nil, text
 }

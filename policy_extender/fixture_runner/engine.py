@@ -34,7 +34,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The releases the engine is built for, newest first (e2e/volcano/releases/*.mod).
+#: The releases the engine is built for from the Go module proxy alone, newest first: the default
+#: ones. Others are built from Volcano's source beside a checkout (``../shared/volcano-src``) where
+#: it is there; ``e2e/volcano/releases/builds`` says how each is built (``plan``).
 SUPPORTED = ("v1.15.1", "v1.14.1", "v1.10.0")
 NEWEST = SUPPORTED[0]
 ENGINE_DIR_ENV = "POLICY_EXTENDER_ENGINE_DIR"
@@ -55,6 +57,7 @@ class EngineUnavailable(Exception):
 class Engine:
     release: str
     binary: Path
+
 
     def run(self, scenario: dict, *, policy_extender: list[str] | None = None, timeout: float = 300) -> dict:
         """Run one scenario (the harness's format: ``e2e/volcano/scenario.go``) and return the
@@ -104,6 +107,66 @@ class Engine:
             raise EngineError(f"{source}: the engine printed no outcome:\n{run.stdout[-2000:]}") from None
 
 
+@dataclass(frozen=True)
+class Plan:
+    """How the harness is built for one release (a row of ``e2e/volcano/releases/builds``)."""
+    release: str
+    tags: str
+    module_file: str          # in ``releases/``
+    compat: bool              # volcano.sh/apis v1.14.0 plus one constant first (``_compat_apis``)
+    shared: Path | None       # ``../shared`` (beside the checkout) the module file's paths point into
+
+
+def shared_root(source: Path) -> Path:
+    """Where a checkout keeps Volcano's source for the releases the proxy does not serve: the
+    ``shared`` folder beside it (the module files name it ``../../../shared``)."""
+    return source.resolve().parents[1].parent / "shared"
+
+
+def plan(source: Path, release: str) -> Plan:
+    """How ``release`` is built here; ``EngineUnavailable`` saying why when it cannot be."""
+    rows = {row[0]: row for row in _rows(source / "releases" / "builds")}
+    if release not in rows:
+        raise EngineUnavailable(f"Volcano {release} is not one the outcome engine builds; it builds "
+                                f"{', '.join(rows)} (e2e/volcano/releases/builds)")
+    _, tags, proxy, compat, shared = rows[release]
+    tags = "" if tags == "-" else tags
+    here = shared_root(source)
+    if shared != "-" and (here / "volcano-src").is_dir():
+        why = _unbuildable(source / "releases" / shared, here)
+        if why:
+            raise EngineUnavailable(f"Volcano {release} cannot be built here: {why}")
+        return Plan(release, tags, shared, False, here)
+    if proxy != "-":
+        return Plan(release, tags, proxy, compat == "yes", None)
+    raise EngineUnavailable(f"Volcano {release} is built from Volcano's source beside the checkout "
+                            "(../shared/volcano-src), which is not here: the Go module proxy does not serve it")
+
+
+def _rows(table: Path) -> list[list[str]]:
+    lines = table.read_text(encoding="utf-8").splitlines() if table.is_file() else []
+    return [line.split() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _unbuildable(module_file: Path, shared: Path) -> str:
+    """Why the source tree a module file replaces Volcano with cannot build, or ''."""
+    text = module_file.read_text(encoding="utf-8")
+    named = next((line.split("=>")[1].strip() for line in text.splitlines()
+                  if line.strip().startswith("volcano.sh/volcano =>")), "")
+    tree = shared / named.removeprefix("../../../shared/") if named.startswith("../../../shared/") else None
+    if tree is None:
+        return ""
+    if not tree.is_dir():
+        return f"its source is not beside this checkout ({tree})"
+    api = tree / "pkg" / "scheduler" / "api"
+    imports_third_party = any("volcano.sh/volcano/third_party" in path.read_text(encoding="utf-8", errors="replace")
+                              for path in api.rglob("*.go"))
+    if imports_third_party and not (tree / "third_party").is_dir():
+        return (f"its source tree ({tree.name}) lacks third_party/, which pkg/scheduler/api imports "
+                "(third_party/hami/util)")
+    return ""
+
+
 class EngineError(Exception):
     """The engine ran but reported nothing: its own error text."""
 
@@ -145,14 +208,17 @@ def choose_release(release: str | None) -> str:
     newest when None."""
     if not release:
         return NEWEST
-    wanted = release if release.startswith("v") else "v" + release
-    if wanted in SUPPORTED:
+    wanted = release if release.startswith("v") or release == "master" else "v" + release
+    source = source_dir()
+    known = [row[0] for row in _rows(source / "releases" / "builds")] if source else list(SUPPORTED)
+    if wanted in known:
         return wanted
-    for supported in SUPPORTED:
-        if supported.startswith(wanted + "."):
-            return supported
+    for candidate in known:
+        if candidate.startswith(wanted + "."):
+            return candidate
     raise EngineUnavailable(f"Volcano {release} is not supported by the outcome engine; supported: "
-                            f"{', '.join(SUPPORTED)} (--volcano RELEASE)")
+                            f"{', '.join(SUPPORTED)}, and from Volcano's source beside a checkout: "
+                            f"{', '.join(k for k in known if k not in SUPPORTED) or 'none'} (--volcano RELEASE)")
 
 
 def engine_for(release: str | None = None, *, log=sys.stderr) -> Engine:
@@ -188,7 +254,7 @@ def _source_files(source: Path):
     for path in source.rglob("*"):
         relative = path.relative_to(source)
         if path.is_file() and relative.parts[0] not in (".build", "kubescheduler", "scenarios", "cases", "bench") \
-                and (path.suffix in (".go", ".mod", ".sum", ".txt") or path.name == "generate"):
+                and (path.suffix in (".go", ".mod", ".sum", ".txt") or path.name in ("generate", "builds")):
             yield path
 
 
@@ -199,7 +265,8 @@ def build(source: Path, release: str, binary: Path, *, log=sys.stderr) -> None:
     go = shutil.which("go")
     if go is None:
         raise EngineUnavailable(NO_GO)
-    module_file = source / "releases" / f"{release}.mod"
+    how = plan(source, release)
+    module_file = source / "releases" / how.module_file
     if not module_file.is_file():
         raise EngineUnavailable(f"Volcano {release}: no {module_file} in the engine's sources")
     root = cache_root()
@@ -222,11 +289,14 @@ def build(source: Path, release: str, binary: Path, *, log=sys.stderr) -> None:
               file=log, flush=True)
         started = time.monotonic()
         environment = dict(os.environ)
-        tags = "volcano_v1_10" if release.startswith(("v1.10.", "v1.11.")) else ""
-        if release.startswith("v1.15."):
+        if how.compat:
             _compat_apis(go, copy, environment)
+        if how.shared is not None:  # the copy is elsewhere: its module file names ../shared absolutely
+            copied = copy / "releases" / how.module_file
+            copied.write_text(copied.read_text(encoding="utf-8").replace("../../../shared/", f"{how.shared}/"),
+                              encoding="utf-8")
         temporary = binary.with_name(binary.name + ".tmp")
-        run = subprocess.run([go, "build", "-buildvcs=false", f"-modfile=releases/{release}.mod", "-tags", tags,
+        run = subprocess.run([go, "build", "-buildvcs=false", f"-modfile=releases/{how.module_file}", "-tags", how.tags,
                               "-o", str(temporary), "."], cwd=copy, env=environment, capture_output=True, text=True,
                              check=False)
         if run.returncode != 0:

@@ -57,7 +57,7 @@ def evictable(tiers: list[list[tuple[str, list[str], int]]]) -> list[str] | None
     Go's nil (no victims). This is Volcano v1.14.1 and v1.15.1; v1.10.0 keeps one ``init`` flag
     for the whole walk instead of testing ``victims == nil``, so once a plugin has proposed
     victims an empty result stays empty, in later tiers too (measured:
-    e2e/volcano/cases, victim-reclaim-all-protected-before-v1.14)."""
+    e2e/volcano/cases, victim-reclaim-all-protected-before-v1.11)."""
     victims: list[str] | None = None
     for tier in tiers:
         for _plugin, candidates, status in tier:

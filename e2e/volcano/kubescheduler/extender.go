@@ -105,6 +105,11 @@ type lister struct{ infos []nodeInfo }
 func (l lister) List() ([]nodeInfo, error)                                 { return l.infos, nil }
 func (l lister) HavePodsWithAffinityList() ([]nodeInfo, error)             { return nil, nil }
 func (l lister) HavePodsWithRequiredAntiAffinityList() ([]nodeInfo, error) { return nil, nil }
+
+// HavePodsWithRequiredNonHostScopedAntiAffinityList is v1.37's (its NodeInfoLister): no such pods here.
+func (l lister) HavePodsWithRequiredNonHostScopedAntiAffinityList() ([]nodeInfo, error) {
+	return nil, nil
+}
 func (l lister) Get(name string) (nodeInfo, error) {
 	for _, ni := range l.infos {
 		if ni.Node().Name == name {

@@ -86,9 +86,9 @@ func RunScheduler(objs *Objects, cfg schedulerapi.Extender, want *ScheduleExpect
 			}
 		}
 	}()
-	informerFactory := scheduler.NewInformerFactory(client, 0)
+	informerFactory := newInformerFactory(client)
 	sched, err := scheduler.New(ctx, client, informerFactory, nil,
-		func(string) events.EventRecorder { return recorder },
+		recorderFactory(recorder),
 		scheduler.WithExtenders(cfg),
 		scheduler.WithPodInitialBackoffSeconds(1), scheduler.WithPodMaxBackoffSeconds(1))
 	if err != nil {
