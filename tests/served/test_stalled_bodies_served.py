@@ -29,6 +29,7 @@ import time
 
 import pytest
 
+from policy_extender.web.worker import ROOM
 from tests.support.bodies import SAMPLES
 from tests.support.policies import write_policies
 from tests.support.volcano import Server, VolcanoClient, metric_samples
@@ -260,7 +261,13 @@ def test_stalled_large_bodies_and_2500_hoarders_leave_every_session_right(server
     print(f"hoarders connected during the sessions: {hoarding}; connections opened in all: {attack.opened}; "
           f"answers: {attack.answers}; stalled uploads still open after: {stalled_open} of {STALLED}")
     assert not failures, failures
-    assert hoarding >= HOARDERS * 0.9  # the sessions ran while the hoarders held their connections
+    # The sessions ran while the hoarders held the connections the server keeps: each worker closes
+    # the slowest arriving request once fewer than ROOM of its worker_connections (gunicorn's 1000)
+    # are free, so 2 workers hold at most 2 x (1000 - ROOM) at once, whatever the clients open
+    # (more than that counted only while the rest waited in the listen queue: 1940 held of 2500
+    # opened on a quiet machine); and every hoarder was opened.
+    assert hoarding >= 0.9 * min(HOARDERS, 2 * (1000 - ROOM)) and attack.opened >= HOARDERS, \
+        (hoarding, attack.opened)
     # closed to keep the accept budget: answered 503, counted
     assert set(attack.answers) <= {b"503", b"closed without an answer"}, attack.answers
     time.sleep(1)
