@@ -144,7 +144,7 @@ class Cluster:
             str(self.bin / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}",
             f"--service-account-private-key-file={k / 'sa.key'}", f"--root-ca-file={k / 'ca.crt'}",
             "--use-service-account-credentials=false", "--leader-elect=false", "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}", "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle",
+            f"--secure-port={free_port()}", "--controllers=*,-nodeipam,-cloud-node-lifecycle",
             "--v=1"])
         assert self.kube is not None
         kube = self.kube
