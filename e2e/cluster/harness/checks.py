@@ -94,7 +94,7 @@ class Checks:
 
             def rejects(state):
                 return state is not None and nodes(state.labels) and (state.unschedulable or not unschedulable)
-            if rejects(now) and rejects(before):
+            if now is not None and rejects(now) and rejects(before):
                 self.fail("never_bound", t, f"{name}: {pod.namespace}/{pod.name} bound to {pod.node}"
                           f" (labels {now.labels}, unschedulable {now.unschedulable})")
         for cap in self.queue_caps:
@@ -124,15 +124,18 @@ class Checks:
         """Gangs all or nothing: a job with fewer than minAvailable of its pods ever bound, but
         some, for longer than the trace's settle time."""
         bound: dict[str, set[str]] = defaultdict(set)
+        first: dict[str, float] = {}
         for p in self.observer.world.pods.values():
             if p.node and p.job:
-                bound[f"{p.namespace}/{p.job}"].add(p.uid)
+                key = f"{p.namespace}/{p.job}"
+                bound[key].add(p.uid)
+                first[key] = min(first.get(key, t), p.bound_at if p.bound_at is not None else t)
         for job, uids in bound.items():
             need = self.min_available.get(job)
             if need is None or len(uids) >= need:
                 self.short_gangs.pop(job, None)
                 continue
-            since = self.short_gangs.setdefault(job, t)
+            since = self.short_gangs.setdefault(job, first[job])
             if t - since > self.trace.settle and job not in {f.message.split()[1] for f in self.findings
                                                              if f.check == "gang"}:
                 self.fail("gang", t, f"job {job} has {len(uids)} of its {need} minAvailable pods bound "

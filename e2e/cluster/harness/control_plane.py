@@ -72,8 +72,15 @@ class Cluster:
         self.log = log
         self.procs: dict[str, Proc] = {}
         self.ports: dict[str, int] = {}
-        self.kube: Kube | None = None
+        self._kube: Kube | None = None
         self.mounts: dict[str, dict[str, Path]] = {}   # container -> mountPath -> local dir
+
+    @property
+    def kube(self) -> Kube:
+        """The API server's client, once kube-apiserver has started."""
+        if self._kube is None:
+            raise RuntimeError("the API server has not been started")
+        return self._kube
 
     # -- the control plane ----------------------------------------------------------------------
     def up(self) -> None:
@@ -124,7 +131,7 @@ class Cluster:
         server = f"https://127.0.0.1:{port}"
         self.kubeconfig = self._kubeconfig("admin", {"client-certificate": str(k / "admin.crt"),
                                                      "client-key": str(k / "admin.key")})
-        self.kube = Kube(server, k, self.kubeconfig, self.bin / "kubectl")
+        self._kube = Kube(server, k, self.kubeconfig, self.bin / "kubectl")
         kube = self.kube
         wait_for("kube-apiserver /readyz", lambda: kube.request("GET", "/readyz", timeout=3) == "ok", 90, proc)
 
@@ -146,7 +153,6 @@ class Cluster:
             "--use-service-account-credentials=false", "--leader-elect=false", "--bind-address=127.0.0.1",
             f"--secure-port={free_port()}", "--controllers=*,-nodeipam,-cloud-node-lifecycle",
             "--v=1"])
-        assert self.kube is not None
         kube = self.kube
         wait_for("the default service account", lambda: kube.get("/api/v1/namespaces/default/serviceaccounts/default"),
                  90, proc)
@@ -164,7 +170,6 @@ class Cluster:
 
     # -- Volcano ------------------------------------------------------------------------------------
     def _volcano(self) -> None:
-        assert self.kube is not None
         docs = [d for d in yaml.safe_load_all(volcano_manifests().read_text()) if d]
         kept = [d for d in docs if d["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
         self.kube.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(kept))
@@ -182,7 +187,6 @@ class Cluster:
     def _sa_kubeconfig(self, deployment: dict) -> Path:
         """A kubeconfig with a token of the Deployment's service account: the process has exactly
         the RBAC the installer gives its pod."""
-        assert self.kube is not None
         ns = deployment["metadata"]["namespace"]
         sa = deployment["spec"]["template"]["spec"].get("serviceAccountName") or "default"
         token = self.kube.create(f"/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token",
@@ -192,7 +196,6 @@ class Cluster:
 
     # -- the product ----------------------------------------------------------------------------------
     def _product(self) -> None:
-        assert self.kube is not None
         k8s = ROOT / "docker" / "k8s"
         self.kube.kubectl("apply", "-k", str(k8s))
         if self.policies is not None:
@@ -213,7 +216,6 @@ class Cluster:
 
     def apply_policies(self, policies: Path, values: Path | None = None, *, check: bool = True) -> subprocess.CompletedProcess:
         """What a user runs to change the policies: `policy-extender configmap DIR | kubectl apply -f -`."""
-        assert self.kube is not None
         cmd = [sys.executable, "-m", "policy_extender", "configmap", str(policies)]
         if values is not None:
             cmd += ["--values", str(values)]
@@ -227,7 +229,6 @@ class Cluster:
     def _mounts(self, container: dict, volumes: dict[str, dict]) -> dict[str, Path]:
         """Each of the container's volumeMounts as a directory of the run; configMap volumes are
         projected from the live ConfigMap by cmd/project (the kubelet's AtomicWriter)."""
-        assert self.kube is not None
         mounts: dict[str, Path] = {}
         for m in container.get("volumeMounts", []):
             vol = volumes[m["name"]]

@@ -56,7 +56,10 @@ class World:
     deleted_by_harness: set[str] = field(default_factory=set)  # ns/name of jobs the trace deleted
 
     def node_at(self, name: str, t: float) -> NodeState | None:
-        found = None
+        """The node as the watch last reported it at t (before its first report: that one; the
+        nodes are made before a trace starts)."""
+        history = self.nodes.get(name, [])
+        found = history[0] if history else None
         for state in self.nodes.get(name, []):
             if state.at <= t:
                 found = state

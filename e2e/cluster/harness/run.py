@@ -23,7 +23,7 @@ from .control_plane import Cluster
 from .kube import ApiError
 from .observe import Observer
 from .procs import wait_for
-from .trace import Job, Trace
+from .trace import Event, Job, Trace
 
 KWOK_FAST = {  # the pod-general stages' delays (annotations KWOK reads); pod-complete is the task's duration
     "pod-create.stage.kwok.x-k8s.io/delay": "100ms", "pod-create.stage.kwok.x-k8s.io/jitter-delay": "100ms",
@@ -35,10 +35,11 @@ KWOK_FAST = {  # the pod-general stages' delays (annotations KWOK reads); pod-co
 class Run:
     def __init__(self, trace: Trace, cluster: Cluster, log=print):
         self.trace, self.cluster, self.log = trace, cluster, log
-        assert cluster.kube is not None
         self.kube = cluster.kube
         self.submitted: dict[str, float] = {}
         self.event_log: list[str] = []
+        self.edits: list[tuple[str, float]] = []    # (event, seconds until /status showed it)
+        self.policy_version: str | None = None
 
     # -- setup ---------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -49,7 +50,7 @@ class Run:
         for ns in sorted({j.namespace for j in self.trace.jobs} - {"default"}):
             self.kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         for q in self.trace.queues:
-            spec = {"weight": int(q.get("weight", 1)), "reclaimable": bool(q.get("reclaimable", True))}
+            spec: dict[str, object] = {"weight": int(q.get("weight", 1)), "reclaimable": bool(q.get("reclaimable", True))}
             if q.get("capability"):
                 spec["capability"] = {k: str(v) for k, v in q["capability"].items()}
             self.kube.create("/apis/scheduling.volcano.sh/v1beta1/queues", {
@@ -68,12 +69,15 @@ class Run:
 
     # -- play ----------------------------------------------------------------------------------------
     def play(self) -> dict:
+        if self.cluster.extender == "policy-extender":
+            cm = self.kube.get("/api/v1/namespaces/volcano-system/configmaps/policy-extender-policies")
+            self.policy_version = (cm["metadata"].get("annotations") or {}).get("policy-extender/policy-version")
         t0 = time.monotonic()
         self.observer = Observer(self.kube, t0)
         self.checks = Checks(self.trace, self.observer)
         self.observer.on_change = self.checks.on_change
         self.observer.start()
-        timeline: list[tuple[float, str, object]] = [(j.at, "job", j) for j in self.trace.jobs]
+        timeline: list[tuple[float, str, Job | Event]] = [(j.at, "job", j) for j in self.trace.jobs]
         timeline += [(e.at, "event", e) for e in self.trace.events]
         timeline.sort(key=lambda x: x[0])
         i = 0
@@ -82,7 +86,10 @@ class Run:
             now = time.monotonic() - t0
             while i < len(timeline) and timeline[i][0] <= now:
                 _, kind, item = timeline[i]
-                (self.submit if kind == "job" else self.event)(item)  # type: ignore[operator]
+                if isinstance(item, Job):
+                    self.submit(item)
+                else:
+                    self.event(item)
                 i += 1
             with self.observer.lock:
                 self.checks.tick(now)
@@ -133,20 +140,25 @@ class Run:
         except ApiError as e:
             self.checks.fail("submit", self.observer.now(), f"job {job.namespace}/{job.name} refused: {e}")
 
-    def event(self, ev) -> None:
+    def event(self, ev: Event) -> None:
         c = self.cluster
         t = self.observer.now()
         self.event_log.append(f"{t:.1f}s {ev.kind} {ev.arg if not isinstance(ev.arg, dict) else ''}".rstrip())
         self.log(f"  [{t:5.0f}s] event: {ev.kind} {ev.arg if isinstance(ev.arg, (str, Path)) else ''}")
         if ev.kind == "apply-policies":
-            c.apply_policies(ev.arg, self.trace.values)
+            with tempfile.TemporaryDirectory() as tmp:
+                c.apply_policies(policy_dir(ev.arg, Path(tmp)), self.trace.values)
+            self._served("apply-policies", t, broken=False)
         elif ev.kind == "break-policy":
             # what a hand edit of the live ConfigMap does (kubectl edit): the configmap command
             # refuses a set that does not compile, so this bypasses it
             patch = {"data": {ev.arg["file"]: ev.arg["text"]}}
             c.kube.patch("/api/v1/namespaces/volcano-system/configmaps/policy-extender-policies", patch)
+            self._served("break-policy", t, broken=True)
         elif ev.kind == "kill-worker":
-            master = c.procs["policy-extender"].popen.pid
+            popen = c.procs["policy-extender"].popen
+            assert popen is not None
+            master = popen.pid
             workers = children(master)
             if not workers:
                 self.checks.fail("event", t, f"kill-worker: the service (pid {master}) has no workers")
@@ -171,9 +183,40 @@ class Run:
             self.observer.world.deleted_by_harness.add(f"{ns or 'default'}/{name}")
             c.kube.delete(f"/apis/batch.volcano.sh/v1alpha1/namespaces/{ns or 'default'}/jobs/{name}")
 
+    def _served(self, what: str, t: float, broken: bool, timeout: float = 30) -> None:
+        """After an edit of the live ConfigMap: the service serves the new version (the ConfigMap's
+        policy-version annotation), or for a broken edit keeps serving the last good one and
+        reports the error on /status. How long it took is kept (policy_edit_s)."""
+        c = self.cluster
+        if c.extender != "policy-extender":
+            return
+        ops = c.serve_env.get("POLICY_EXTENDER_OPS_BIND") or c.serve_env["POLICY_EXTENDER_BIND"]
+        cm = c.kube.get("/api/v1/namespaces/volcano-system/configmaps/policy-extender-policies")
+        wanted = (cm["metadata"].get("annotations") or {}).get("policy-extender/policy-version")
+        start = time.monotonic()
+        status: dict = {}
+        while time.monotonic() - start < timeout:
+            with urllib.request.urlopen(f"http://{ops}/status", timeout=5) as r:
+                status = json.loads(r.read())
+            policy = status["policy"]
+            if broken and policy["errors"] and policy["version"] == self.policy_version:
+                self.edits.append((what, round(time.monotonic() - start, 2)))
+                self.checks.counted[f"checked {what}"] += 1
+                return
+            if not broken and wanted and policy["version"] == wanted and not policy["errors"]:
+                self.policy_version = wanted
+                self.edits.append((what, round(time.monotonic() - start, 2)))
+                self.checks.counted[f"checked {what}"] += 1
+                return
+            time.sleep(0.2)
+        self.checks.fail(what, t, f"{what}: after {timeout:.0f}s /status shows version "
+                         f"{status.get('policy_version')} with errors {status.get('policy', {}).get('errors')}; "
+                         + ("expected the last good version kept and the error reported" if broken
+                            else f"expected version {wanted} without errors"))
+
     # -- the end -------------------------------------------------------------------------------------
     def _why(self) -> list[tuple[dict, int, str]]:
-        results = []
+        results: list[tuple[dict, int, str]] = []
         env = self.cluster.serve_env if self.cluster.extender == "policy-extender" else None
         if env is None:
             return results
@@ -212,8 +255,22 @@ class Run:
             "wait_p99_s": round(percentile(waits, 0.99), 2) if waits else None,
             "evictions": sum(1 for p in world.pods.values() if p.evicted),
             "service_down_s": round(sum(b - a for a, b in self.checks.down_windows), 1),
+            "policy_edits_s": [s for _, s in self.edits],
             **cycle,
         }
+
+
+def policy_dir(arg: dict, tmp: Path) -> Path:
+    """apply-policies' directory: `from` (relative to the trace) with files added and removed."""
+    src = Path(arg["from"])
+    for f in sorted(src.glob("*.policy")):
+        if f.name not in arg.get("remove", []):
+            (tmp / f.name).write_text(f.read_text())
+    for name, text in (arg.get("add") or {}).items():
+        (tmp / name).write_text(text)
+    if arg.get("values"):
+        (tmp / "values.yaml").write_text(Path(arg["values"]).read_text())
+    return tmp
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -146,24 +146,27 @@ def load(path: Path) -> Trace:
         count = int(j.get("count", 1))
         for c in range(count):
             jobs.append(Job(j["name"] if count == 1 else f"{j['name']}-{c}",
-                            seconds(j.get("at", 0), w) + c * 0.0, j.get("namespace", "default"),
+                            seconds(j.get("at", 0), w), j.get("namespace", "default"),
                             j.get("queue", "default"),
                             int(j.get("minAvailable", sum(t.replicas for t in tasks))),
                             j.get("priorityClassName"), tasks, expect,
                             {str(a): str(b) for a, b in (j.get("labels") or {}).items()}))
     events = []
-    for i, e in enumerate(top.get("events") or []):
+    for i, ev in enumerate(top.get("events") or []):
         w = f"{path.name}: events[{i}]"
-        _keys(e, {"at", *EVENT_KINDS}, w, ("at",))
-        kinds = [k for k in e if k != "at"]
+        _keys(ev, {"at", *EVENT_KINDS}, w, ("at",))
+        kinds = [k for k in ev if k != "at"]
         if len(kinds) != 1:
             raise TraceError(f"{w}: one of {', '.join(EVENT_KINDS)} per event, got {kinds or 'none'}")
-        arg = e[kinds[0]]
+        arg = ev[kinds[0]]
         if kinds[0] == "apply-policies":
-            arg = rel(arg)
+            _keys(arg, {"from", "add", "remove"}, f"{w}.apply-policies", ("from",))
+            arg = {**arg, "from": rel(arg["from"])}
+        if kinds[0] == "break-policy":
+            _keys(arg, {"file", "text"}, f"{w}.break-policy", ("file", "text"))
         if kinds[0] == "scheduler-conf":
             arg = rel(arg)
-        events.append(Event(seconds(e["at"], w), kinds[0], arg, w))
+        events.append(Event(seconds(ev["at"], w), kinds[0], arg, w))
     inv = _keys(top.get("invariants") or {}, set(INVARIANTS), f"{path.name}: invariants")
     return Trace(path, path.stem.removesuffix(".trace"), str(top.get("description", "")).strip(),
                  seconds(top["duration"], f"{path.name}: duration"), seconds(top.get("settle", "10s"), "settle"),
