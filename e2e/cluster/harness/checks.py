@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .observe import Observer, Pod
-from .trace import Trace, selector
+from .trace import Trace, seconds, selector
 
 # Volcano's cycles while the service is down run without it (a failed onSessionOpen leaves the
 # extender's functions unregistered for the cycle, ignorable or not): what they decide is not the
@@ -52,7 +52,10 @@ class Checks:
     def __post_init__(self) -> None:
         inv = self.trace.invariants
         self.never_bound = [(r.get("name", f"never_bound[{i}]"), selector(r.get("pods")), selector(r.get("nodes")),
-                             bool(r.get("unschedulable", False))) for i, r in enumerate(inv.get("never_bound", []))]
+                             bool(r.get("unschedulable", False)),
+                             seconds(r.get("from", 0), "never_bound.from"),
+                             seconds(r.get("until", "100000s"), "never_bound.until"))
+                            for i, r in enumerate(inv.get("never_bound", []))]
         self.never_evicted = [(r.get("name", f"never_evicted[{i}]"), selector(r.get("pods")))
                               for i, r in enumerate(inv.get("never_evicted", []))]
         self.queue_caps = inv.get("queue_cap", [])
@@ -87,8 +90,8 @@ class Checks:
         self.counted["binds"] += 1
         now = world.node_at(pod.node or "", t)
         before = world.node_at(pod.node or "", t - NODE_CHANGE_GRACE)
-        for name, pods, nodes, unschedulable in self.never_bound:
-            if not pods(pod.labels | _annotation_labels(pod)):
+        for name, pods, nodes, unschedulable, start, until in self.never_bound:
+            if not start <= t <= until or not pods(pod.labels | _annotation_labels(pod)):
                 continue
             self.counted[f"checked never_bound {name}"] += 1
 

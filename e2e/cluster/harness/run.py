@@ -173,11 +173,27 @@ class Run:
         elif ev.kind in ("cordon", "uncordon"):
             c.kube.kubectl(ev.kind, ev.arg)
         elif ev.kind == "scheduler-conf":
-            text = Path(ev.arg).read_text()
+            text = Path(ev.arg["from"]).read_text()
+            for old, new in (ev.arg.get("replace") or {}).items():
+                if old not in text:
+                    self.checks.fail("event", t, f"scheduler-conf: {old!r} is not in {ev.arg['from']}")
+                text = text.replace(old, new)
+            loads = c.procs["vc-scheduler"].log_path.read_text(errors="replace").count("Finished loading scheduler config")
             cm = {"apiVersion": "v1", "kind": "ConfigMap",
                   "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
                   "data": {"volcano-scheduler.conf": text}}
             c.kube.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))
+            # Volcano watches the file and loads it again: its log says so
+            start = time.monotonic()
+            while time.monotonic() - start < 30:
+                log = c.procs["vc-scheduler"].log_path.read_text(errors="replace")
+                if log.count("Finished loading scheduler config") > loads:
+                    self.edits.append(("scheduler-conf", round(time.monotonic() - start, 2)))
+                    self.checks.counted["checked scheduler-conf"] += 1
+                    break
+                time.sleep(0.2)
+            else:
+                self.checks.fail("scheduler-conf", t, "vc-scheduler did not load the new conf within 30 s")
         elif ev.kind == "delete-job":
             ns, _, name = str(ev.arg).rpartition("/")
             self.observer.world.deleted_by_harness.add(f"{ns or 'default'}/{name}")

@@ -165,7 +165,8 @@ def load(path: Path) -> Trace:
         if kinds[0] == "break-policy":
             _keys(arg, {"file", "text"}, f"{w}.break-policy", ("file", "text"))
         if kinds[0] == "scheduler-conf":
-            arg = rel(arg)
+            _keys(arg, {"from", "replace"}, f"{w}.scheduler-conf", ("from",))
+            arg = {**arg, "from": rel(arg["from"])}
         events.append(Event(seconds(ev["at"], w), kinds[0], arg, w))
     inv = _keys(top.get("invariants") or {}, set(INVARIANTS), f"{path.name}: invariants")
     return Trace(path, path.stem.removesuffix(".trace"), str(top.get("description", "")).strip(),
