@@ -11,6 +11,7 @@ import pytest
 from policy_extender.commands.check import check_set
 from policy_extender.lang.program import analyse
 from policy_extender.policyset import compile_sources
+from policy_extender.schema import TYPES
 
 from .harness import decide
 
@@ -124,3 +125,8 @@ def test_every_shipped_set_under_policies_is_silent():
         assert not report["diagnostics"], report["rendered"]
         assert [w for w in report["warnings"] if w["code"] == "W401"] == [], report["rendered"]
 
+
+def test_the_field_docs_say_so():
+    job = TYPES["job"]
+    assert "0 at enqueue for a Volcano Job" in job["total_request"].doc and "min_resources" in job["total_request"].doc
+    assert "empty at enqueue for a Volcano Job" in job["tasks"].doc and "min_resources" in job["tasks"].doc
