@@ -164,6 +164,13 @@ W301 = _code("W301", "protection overridden by another tier", "a victim rule pro
 W302 = _code("W302", "if none abstain on a protecting rule", "a victim rule with `if none abstain` under a "
              "scheduler conf where other plugins choose victims: its Abstain lets them evict what it refuses",
              "drop `if none abstain`, or make the victim rules final (volcano-conf --final-victims)")
+W401 = _code("W401", "enqueue rule sizes a job by its pods", "an enqueue rule reads `job.total_request` or "
+             "`job.tasks` (directly, or through a let, a guard or its reason) and not what the PodGroup asks (`job.min_resources`; "
+             "for `job.tasks`, `job.min_available` too): a Volcano Job "
+             "has no pods until its PodGroup is Inqueue, so at enqueue its total_request is 0 and its tasks empty, and "
+             "the rule judges every vcjob as one that asks for nothing (a warning: the set loads)",
+             "read what the PodGroup asks: max(job.total_request.gpu, job.min_resources.gpu), or job.min_resources "
+             "(job.min_available for a number of tasks)")
 W501 = _code("W501", "quadratic rule", "a rule whose cost per call (elements visited, estimated from its "
              "expression: docs/language.md, \"Cost\") has a term with two sizes that grow with the cluster "
              "(nodes x nodes, nodes x this cycle's allocations, ...): it passes small fixtures and meets "

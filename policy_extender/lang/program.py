@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from policy_extender.errors import Diagnostic, PolicyError, Span
-from policy_extender.lang import ast, codes, cost
+from policy_extender.lang import ast, codes, cost, enqueue_reads
 from policy_extender.lang.checker import Checked, Checker
 from policy_extender.lang.compiler import CompiledRule, compile_rules
 from policy_extender.lang.cost import Cost
@@ -80,8 +80,9 @@ def analyse(sources: dict[str, str], memo: dict | None = None) -> Analysis:
     if diagnostics:
         checked = None
     elif checked is not None:
-        # W001 first, then the checker's, then W501: a rule quadratic in the cluster
-        checked.warnings = (*warnings, *checked.warnings, *cost.warnings(checked))
+        # W001 first, then the checker's, then W401 (an enqueue rule sizing a pod-less job by its
+        # pods), then W501: a rule quadratic in the cluster
+        checked.warnings = (*warnings, *checked.warnings, *enqueue_reads.warnings(checked), *cost.warnings(checked))
         diagnostics.extend(checked.warnings)
     return Analysis(sources, files, settings, checker, checked, diagnostics)
 

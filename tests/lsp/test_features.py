@@ -109,6 +109,16 @@ def test_hover_says_where_a_param_value_comes_from_and_which_verbs_read_a_field(
     assert "free_gpu = node.idle.gpu" in shorthand
 
 
+def test_an_enqueue_cap_on_total_request_is_warned_about_and_its_hover_says_why(tmp_path):
+    text = "enqueue cap: job.total_request.gpu <= 16\n"
+    (tmp_path / "other.policy").write_text(text)
+    view = Documents().refresh(tmp_path)
+    [warning] = view.analysis.diagnostics
+    assert (warning.code, warning.severity, warning.span.line, warning.span.column) == ("W401", "warning", 1, 14)
+    hover = features.hover(view, "other.policy", *position(text, "total_request"))
+    assert "0 at enqueue for a Volcano Job" in hover and "min_resources" in hover
+
+
 def test_hover_on_a_builtin_shows_its_signature(policy_dir):
     view = Documents().update(policy_dir / "other.policy", "score other: round(free_gpu)\n")
     assert features.hover(view, "other.policy", 1, 15).startswith("```\nround(")
