@@ -121,7 +121,7 @@ def test_a_bind_to_a_node_the_filter_rejects_is_a_finding_and_one_it_accepts_is_
 
 def test_a_bind_while_the_service_was_down_is_reported_unjudged_not_failed(tmp_path):
     c, obs = feed(tmp_path)
-    c.down_windows.append((10.0, 11.0))
+    c.down_windows.append([10.0, 11.0])
     apply(c, obs, 11.5, pod("u2", "train-w-1", "t4"))   # within the grace after the window
     assert c.findings == [] and len(c.unjudged) == 1
     apply(c, obs, 11.0 + checks_mod.DOWN_GRACE + 1, pod("u3", "train-w-2", "t4"))

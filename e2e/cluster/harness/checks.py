@@ -46,7 +46,7 @@ class Checks:
     findings: list[Finding] = field(default_factory=list)
     counted: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     short_gangs: dict[str, float] = field(default_factory=dict)   # job -> since when it is short
-    down_windows: list[tuple[float, float]] = field(default_factory=list)  # the service restarted
+    down_windows: list[list[float]] = field(default_factory=list)  # [down, up again]: the service restarted
     unjudged: list[Finding] = field(default_factory=list)   # violations while the service was down
 
     def __post_init__(self) -> None:

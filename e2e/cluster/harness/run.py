@@ -165,13 +165,18 @@ class Run:
                 return
             os.kill(workers[0], signal.SIGKILL)
         elif ev.kind == "restart-service":
-            down = self.observer.now()
+            # the window opens before the stop: the checks run on the watches' thread meanwhile
+            window = [self.observer.now(), float("inf")]
+            self.checks.down_windows.append(window)
             c.procs["policy-extender"].stop()
             c.start_serve()
-            self.checks.down_windows.append((down, self.observer.now()))
-            self.log(f"  [{self.observer.now():5.0f}s] the service was down {self.observer.now() - down:.1f}s")
+            window[1] = self.observer.now()
+            self.log(f"  [{window[1]:5.0f}s] the service was down {window[1] - window[0]:.1f}s")
         elif ev.kind in ("cordon", "uncordon"):
             c.kube.kubectl(ev.kind, ev.arg)
+        elif ev.kind == "label":
+            c.kube.kubectl("label", "node", ev.arg["node"], "--overwrite",
+                           *(f"{k}={v}" if v is not None else f"{k}-" for k, v in ev.arg["labels"].items()))
         elif ev.kind == "scheduler-conf":
             text = Path(ev.arg["from"]).read_text()
             for old, new in (ev.arg.get("replace") or {}).items():

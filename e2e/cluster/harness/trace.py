@@ -74,7 +74,7 @@ class Event:
 
 
 EVENT_KINDS = ("apply-policies", "break-policy", "kill-worker", "restart-service", "cordon", "uncordon",
-               "scheduler-conf", "delete-job")
+               "label", "scheduler-conf", "delete-job")
 INVARIANTS = ("never_bound", "never_evicted", "evicted", "queue_cap", "max_per_node", "reasons", "why",
               "policy_error_reported")
 
@@ -162,6 +162,8 @@ def load(path: Path) -> Trace:
         if kinds[0] == "apply-policies":
             _keys(arg, {"from", "add", "remove"}, f"{w}.apply-policies", ("from",))
             arg = {**arg, "from": rel(arg["from"])}
+        if kinds[0] == "label":
+            _keys(arg, {"node", "labels"}, f"{w}.label", ("node", "labels"))
         if kinds[0] == "break-policy":
             _keys(arg, {"file", "text"}, f"{w}.break-policy", ("file", "text"))
         if kinds[0] == "scheduler-conf":
