@@ -23,6 +23,10 @@ type Objects struct {
 	PodGroups       []*vcv1beta1.PodGroup
 	Queues          []*vcv1beta1.Queue
 	PriorityClasses []*schedulingv1.PriorityClass
+	// Unborn are the pods a job controller has not created yet, by the ns/name of their
+	// PodGroup: a Volcano Job's (pods: after-enqueue) while its PodGroup is Pending. No cache
+	// holds them; cycles.go creates them once a cycle has enqueued the PodGroup.
+	Unborn map[string][]*v1.Pod
 }
 
 // uid is a stable UID of the form Kubernetes gives, made from a name.
@@ -170,8 +174,15 @@ func (c Cluster) buildJob(objs *Objects, j Job) error {
 		}
 		priority = &value
 	}
+	afterEnqueue, err := podsAfterEnqueue(j)
+	if err != nil {
+		return err
+	}
 	phase := vcv1beta1.PodGroupPhase(j.Phase)
-	if phase == "" {
+	switch {
+	case phase == "" && afterEnqueue:
+		phase = vcv1beta1.PodGroupPending // a Volcano Job as submitted
+	case phase == "":
 		phase = vcv1beta1.PodGroupInqueue
 	}
 	pg := &vcv1beta1.PodGroup{
@@ -194,10 +205,47 @@ func (c Cluster) buildJob(objs *Objects, j Job) error {
 			replicas = 1
 		}
 		for i := 0; i < replicas; i++ {
-			objs.Pods = append(objs.Pods, buildPod(j, t, i, ns, pgName, requests, priority))
+			pod := buildPod(j, t, i, ns, pgName, requests, priority)
+			if afterEnqueue {
+				if objs.Unborn == nil {
+					objs.Unborn = map[string][]*v1.Pod{}
+				}
+				objs.Unborn[ns+"/"+pgName] = append(objs.Unborn[ns+"/"+pgName], pod)
+				continue
+			}
+			objs.Pods = append(objs.Pods, pod)
 		}
 	}
 	return nil
+}
+
+// podsAfterEnqueue says whether the job's pods wait for its PodGroup to be enqueued (Job.Pods),
+// or what is wrong with the job for that.
+func podsAfterEnqueue(j Job) (bool, error) {
+	switch j.Pods {
+	case "", PodsPresent:
+		return false, nil
+	case PodsAfterEnqueue:
+	default:
+		return false, fmt.Errorf("pods: %q: write %s (the default: the pods exist from the start) or %s "+
+			"(a Volcano Job: its controller creates them once the PodGroup is enqueued)", j.Pods, PodsPresent, PodsAfterEnqueue)
+	}
+	if j.Phase != "" && j.Phase != string(vcv1beta1.PodGroupPending) {
+		return false, fmt.Errorf("pods: %s with phase: %s: the controller creates the pods of a PodGroup that is "+
+			"not Pending at once; drop phase (Pending) or pods", PodsAfterEnqueue, j.Phase)
+	}
+	if len(j.MinResources) == 0 {
+		return false, fmt.Errorf("pods: %s without minResources: Volcano's job controller always sets the PodGroup's "+
+			"minResources (the requests of its minAvailable pods), and without them enqueue asks no plugin; write them", PodsAfterEnqueue)
+	}
+	for _, t := range j.Tasks {
+		for _, node := range t.Nodes {
+			if node != "" {
+				return false, fmt.Errorf("task %s: pods: %s with nodes: a pod not created yet runs nowhere; drop nodes or pods", t.Name, PodsAfterEnqueue)
+			}
+		}
+	}
+	return true, nil
 }
 
 func buildPod(j Job, t Task, index int, ns, pgName string, requests v1.ResourceList, priority *int32) *v1.Pod {

@@ -12,6 +12,9 @@ package main
 //   - a pod with a duration succeeds once it has run that many cycles (Volcano frees its node);
 //   - every PodGroup keeps the phase Volcano's CloseSession gave it, and a pod it could not
 //     bind the status it wrote (PodScheduled false, a preemptor's nominated node);
+//   - the job controller creates the pods of a Volcano Job (pods: after-enqueue) whose PodGroup
+//     cycle N moved out of Pending: they are in cycle N+1's cache (until then the scheduler sees
+//     the PodGroup alone, as in a cluster);
 //   - the events of cycle N+1 happen (jobs arrive, nodes come, go with their pods, are
 //     cordoned, pods are deleted).
 // An evicted pod does not come back: a job controller's restart is an event (addJobs).
@@ -199,6 +202,22 @@ func (st *clusterState) Apply(out *Outcome, cycle int) {
 		if phase, ok := out.PodGroupPhases[pg.Namespace+"/"+pg.Name]; ok && phase != "" {
 			pg.Status.Phase = vcv1beta1.PodGroupPhase(phase)
 		}
+	}
+	st.createPods()
+}
+
+// createPods is Volcano's job controller reacting to the phases the session wrote: the pods of a
+// Volcano Job (pods: after-enqueue) are created once its PodGroup's phase is neither empty nor
+// Pending (syncJob's syncTask), before the next cycle's session opens.
+func (st *clusterState) createPods() {
+	for _, pg := range st.objs.PodGroups {
+		key := pg.Namespace + "/" + pg.Name
+		pods, waiting := st.objs.Unborn[key]
+		if !waiting || pg.Status.Phase == "" || pg.Status.Phase == vcv1beta1.PodGroupPending {
+			continue
+		}
+		st.objs.Pods = append(st.objs.Pods, pods...)
+		delete(st.objs.Unborn, key)
 	}
 }
 

@@ -120,7 +120,7 @@ type Taint struct {
 }
 
 // Job is a Volcano job as its controller leaves it: a PodGroup named "<name>-<uid>" and pods
-// named "<name>-<task>-<index>".
+// named "<name>-<task>-<index>" (with Pods: PodsAfterEnqueue, once the PodGroup is enqueued).
 type Job struct {
 	Name          string            `json:"name"`
 	Namespace     string            `json:"namespace,omitempty"`
@@ -129,8 +129,23 @@ type Job struct {
 	MinResources  map[string]string `json:"minResources,omitempty"`
 	Phase         string            `json:"phase,omitempty"` // PodGroup phase: Pending, Inqueue, Running
 	PriorityClass string            `json:"priorityClass,omitempty"`
-	Tasks         []Task            `json:"tasks"`
+	// Pods says when the job's pods exist (cluster.go): PodsPresent ("", the default) from the
+	// start; PodsAfterEnqueue once a cycle has moved the PodGroup out of Pending, as Volcano's job
+	// controller creates a Volcano Job's pods.
+	Pods  string `json:"pods,omitempty"`
+	Tasks []Task `json:"tasks"`
 }
+
+// What Job.Pods says.
+const (
+	// PodsPresent: the pods exist from the start, whatever the PodGroup's phase (a job already
+	// past enqueue, or a PodGroup made for pods that exist: a Deployment's, a pod's annotation).
+	PodsPresent = "present"
+	// PodsAfterEnqueue: a Volcano Job (vcjob). Its controller creates the pods only once the
+	// PodGroup's phase is neither empty nor Pending (syncJob's syncTask); until then the scheduler
+	// sees the PodGroup alone, so jobEnqueueable carries no tasks and a zero total request.
+	PodsAfterEnqueue = "after-enqueue"
+)
 
 type Task struct {
 	Name        string            `json:"name"`

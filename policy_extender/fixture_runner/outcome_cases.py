@@ -21,6 +21,9 @@ Several cycles against the same serve (the cluster evolving between them: e2e/vo
       events: [{before: 2, addJobs: [...], addNodes: [...], removeNodes: [n2], cordon: [n1], uncordon: [...], deletePods: [...]}]
       expect: {cycle: {2: {binds: {}}}, bound_by: {ns/pod: 3}, never_bound: [ns/pod], ...}
 
+A job with ``pods: after-enqueue`` is a Volcano Job as submitted: its PodGroup Pending, its pods
+created (in the next cycle's cache) only once a cycle has enqueued it, as its controller does.
+
 This module only checks a case's shape (every key known, with ``did you mean`` and
 ``file:line:col``) and turns it into the engine's scenario; ``outcome_run`` runs and compares.
 """
@@ -48,7 +51,11 @@ TASK = {"name": "str", "replicas": "int", "requests": QUANTITIES, "annotations":
         "replicaAnnotations": ("list", LABELS), "labels": LABELS, "tolerations": ("list", TAINT),
         "nodes": ("list", "str"), "duration": "int"}
 JOB = {"name": "str", "namespace": "str", "queue": "str", "minMember": "int", "minResources": QUANTITIES,
-       "phase": "str", "priorityClass": "str", "tasks": ("list", TASK)}
+       "phase": "str", "priorityClass": "str", "pods": "str", "tasks": ("list", TASK)}
+#: When a job's pods exist (``pods:``): from the start, or once a cycle has enqueued the PodGroup
+#: (a Volcano Job: its controller creates them then; e2e/volcano/cluster.go, cycles.go).
+PODS = {"present": "the default: the pods exist from the start, whatever the PodGroup's phase",
+        "after-enqueue": "a Volcano Job: its controller creates the pods once a cycle has enqueued the PodGroup"}
 CLUSTER = {"priorityClasses": ("map", "int"), "queues": ("list", QUEUE), "nodes": ("list", NODE),
            "nodeSets": ("list", NODE_SET), "jobs": ("list", JOB)}
 CALLS = ("map", {"min": "int", "max": "int"})
@@ -236,6 +243,7 @@ def _check_cluster(cluster: PosDict, mark: Mark) -> None:
         if not job.get("tasks"):
             raise FixtureError(where, f"job {job['name']} has no `tasks:`; give it at least one "
                                "({name: worker, requests: {cpu: \"1\"}})", column=True)
+        _check_pods(job, where)
         if job.get("priorityClass") and job["priorityClass"] not in classes:
             raise FixtureError(job.mark_of("priorityClass"), f"priority class {job['priorityClass']!r} is not in "
                                f"cluster.priorityClasses ({', '.join(classes) or 'none declared'})", column=True)
@@ -245,6 +253,36 @@ def _check_cluster(cluster: PosDict, mark: Mark) -> None:
                     raise FixtureError(task["nodes"].mark_of(index), f"replica {index} of {job['name']}-"
                                        f"{task.get('name')} runs on {node!r}, which is not a node of the cluster "
                                        f"({', '.join(sorted(nodes))})", column=True)
+
+
+def _check_pods(job: PosDict, where: Mark) -> None:
+    """``pods:`` is one of PODS; ``after-enqueue`` is a Volcano Job as submitted: its PodGroup
+    Pending, with the minResources its controller always sets, and no pod running yet."""
+    if "pods" not in job:
+        return
+    value, at, name = job["pods"], job.mark_of("pods"), job.get("name")
+    if value not in PODS:
+        close = difflib.get_close_matches(str(value), list(PODS), n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise FixtureError(at, f"job {name}: `pods: {value}` is not known{hint}: write "
+                           + " or ".join(f"`{name}` ({what})" for name, what in PODS.items()), column=True)
+    if value == "present":
+        return
+    if job.get("phase", "Pending") != "Pending":
+        raise FixtureError(job.mark_of("phase"), f"job {name}: `phase: {job['phase']}` with `pods: after-enqueue`: "
+                           "the controller creates the pods of a PodGroup that is not Pending at once; drop "
+                           "`phase:` (a Volcano Job waits Pending) or `pods:`", column=True)
+    if not job.get("minResources"):
+        raise FixtureError(at, f"job {name}: `pods: after-enqueue` needs `minResources:`: Volcano's job controller "
+                           "always sets them (the requests of the job's minAvailable pods), and a PodGroup without "
+                           "them is enqueued without asking any plugin; write them ({nvidia.com/gpu: \"24\"})",
+                           column=True)
+    for task in job.get("tasks") or []:
+        for index, node in enumerate(task.get("nodes") or []):
+            if node:
+                raise FixtureError(task["nodes"].mark_of(index), f"job {name}: replica {index} of task "
+                                   f"{task.get('name')} runs on {node!r}, but with `pods: after-enqueue` no pod "
+                                   "exists before the PodGroup is enqueued; drop `nodes:` or `pods:`", column=True)
 
 
 def _check_cycles(merged: PosDict, expect: PosDict) -> None:
@@ -267,6 +305,7 @@ def _check_cycles(merged: PosDict, expect: PosDict) -> None:
             if not job.get("name") or not job.get("tasks"):
                 raise FixtureError(getattr(job, "mark", where), f"events[{index}].addJobs: a job needs a `name:` "
                                    "and `tasks:` ({name: worker, requests: {cpu: \"1\"}})", column=True)
+            _check_pods(job, getattr(job, "mark", where))
     for scope in [expect, *(expect.get("releases") or {}).values()]:
         for n in scope.get("cycle") or {}:
             if not isinstance(n, int) or not 1 <= n <= cycles:

@@ -5,11 +5,12 @@ What Volcano's own scheduler does with them: test_outcome_engine.py (slow)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from policy_extender.fixture_runner import engine, outcome_run
+from policy_extender.fixture_runner import engine, outcome_cases, outcome_run
 from policy_extender.fixture_runner.loader import load_file
 from policy_extender.fixture_runner.outcome_run import OutcomeSettings
 from policy_extender.fixture_runner.results import ERROR, SKIP
@@ -255,3 +256,60 @@ def test_a_cycle_that_never_ran_is_said():
     actual = outcome_run.actual_of(report)
     assert outcome_run.mismatches({"cycle": {2: {"binds": {}}}}, actual) == ["cycle.2"]
     assert "not run" in outcome_run.diff({"cycle": {2: {"binds": {}}}}, actual, ["cycle.2"])
+
+
+VCJOB = CASE.replace("""        - name: urgent
+          priorityClass: high
+""", """        - name: urgent
+          priorityClass: high
+          pods: after-enqueue
+          minResources: {cpu: "1"}
+""")
+
+
+def test_a_volcano_job_whose_pods_come_after_enqueue_goes_to_the_engine_as_written(tmp_path):
+    spec = load_file(write(tmp_path, VCJOB))[1].outcome
+    assert spec is not None
+    jobs = spec.scenario({}, tmp_path / "conf.yaml", [])["cluster"]["jobs"]
+    assert [job.get("pods") for job in jobs] == [None, "after-enqueue"]
+
+
+@pytest.mark.parametrize("old, new, where, said", [
+    ("pods: after-enqueue", "pods: after_enqueue", ":20:11",
+     "job urgent: `pods: after_enqueue` is not known (did you mean 'after-enqueue'?): write `present` (the default"),
+    ("pods: after-enqueue", "pods: later", ":20:11", "job urgent: `pods: later` is not known: write `present`"),
+    ("pods: after-enqueue", "pods: [after-enqueue]", ":20:11", "`pods` is a string"),
+    ("          minResources: {cpu: \"1\"}\n", "", ":20:11",
+     "job urgent: `pods: after-enqueue` needs `minResources:`: Volcano's job controller always sets them"),
+    ("          pods: after-enqueue\n", "          pods: after-enqueue\n          phase: Running\n", ":21:11",
+     "job urgent: `phase: Running` with `pods: after-enqueue`: the controller creates the pods of a PodGroup"),
+    ("tasks: [{name: w, requests: {cpu: \"1\"}}]", "tasks: [{name: w, requests: {cpu: \"1\"}, nodes: [n1]}]",
+     ":22:59", "job urgent: replica 0 of task w runs on 'n1', but with `pods: after-enqueue` no pod exists"),
+])
+def test_a_wrong_pods_option_says_where_what_and_how_to_fix_it(tmp_path, old, new, where, said):
+    assert old in VCJOB
+    case = load_file(write(tmp_path, VCJOB.replace(old, new)))[1]
+    assert case.error is not None, case
+    assert where in str(case.error) and said in str(case.error), str(case.error)
+
+
+def test_a_job_an_event_adds_is_checked_for_its_pods_option_too(tmp_path):
+    text = CYCLES.replace("addJobs: [{name: late, tasks:", "addJobs: [{name: late, pods: after-enqueue, tasks:")
+    case = load_file(write(tmp_path, text))[1]
+    assert "guard.fixtures.yaml:26:" in str(case.error) and "job late: `pods: after-enqueue` needs " \
+        "`minResources:`" in str(case.error), str(case.error)
+    fixed = text.replace("pods: after-enqueue,", "pods: after-enqueue, minResources: {cpu: \"1\"},")
+    assert load_file(write(tmp_path, fixed))[1].error is None
+
+
+@pytest.mark.parametrize("struct, schema", [
+    ("Cluster", outcome_cases.CLUSTER), ("Job", outcome_cases.JOB), ("Task", outcome_cases.TASK),
+    ("Node", outcome_cases.NODE), ("Queue", outcome_cases.QUEUE), ("Taint", outcome_cases.TAINT),
+    ("Event", outcome_cases.EVENT)])
+def test_the_case_schema_has_the_keys_the_engine_decodes(struct, schema):
+    """Each schema of outcome_cases against the json tags of its struct in e2e/volcano/scenario.go:
+    a key the runner accepted but the engine ignored (or refused) would be a case that tests nothing."""
+    go = (Path(__file__).parents[2] / "e2e" / "volcano" / "scenario.go").read_text(encoding="utf-8")
+    body = re.search(rf"^type {struct} struct {{\n(.*?)^}}", go, re.S | re.M)
+    assert body is not None, struct
+    assert set(re.findall(r'json:"([^",]+)', body.group(1))) - {"-"} == set(schema)
