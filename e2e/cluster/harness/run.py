@@ -267,6 +267,7 @@ class Run:
                                                            - self.observer.t0))
         span = (binds[-1] - binds[0]) if len(binds) > 1 else 0.0
         cycle = scheduler_cycle_ms(self.cluster)
+        verbs = service_verbs(self.cluster)
         return {
             "duration_s": round(end, 1),
             "pods_bound": len(binds),
@@ -278,6 +279,7 @@ class Run:
             "service_down_s": round(sum(b - a for a, b in self.checks.down_windows), 1),
             "policy_edits_s": [s for _, s in self.edits],
             **cycle,
+            **({"service_verbs": verbs} if verbs else {}),
         }
 
 
@@ -320,6 +322,29 @@ def scheduler_cycle_ms(cluster: Cluster) -> dict:
         return {}
     median = next((le for le, n in buckets if n >= count / 2), None)
     return {"cycles": count, "cycle_mean_ms": round(total / count, 1), "cycle_p50_bucket_ms": median}
+
+
+def service_verbs(cluster: Cluster) -> dict:
+    """Per verb, the calls policy-extender answered and their mean time (its
+    policy_extender_request_duration_seconds, from body read to response): where a cycle's time
+    in the service goes."""
+    if cluster.extender != "policy-extender":
+        return {}
+    ops = cluster.serve_env.get("POLICY_EXTENDER_OPS_BIND") or cluster.serve_env["POLICY_EXTENDER_BIND"]
+    try:
+        with urllib.request.urlopen(f"http://{ops}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        for suffix, into in (("_sum{", sums), ("_count{", counts)):
+            if line.startswith("policy_extender_request_duration_seconds" + suffix):
+                verb = line.split('verb="', 1)[1].split('"', 1)[0]
+                into[verb] = into.get(verb, 0.0) + float(line.rsplit(" ", 1)[1])
+    return {v: {"calls": int(counts[v]), "mean_ms": round(sums[v] / counts[v] * 1000, 2), "total_s": round(sums[v], 1)}
+            for v in sorted(counts) if counts[v]}
 
 
 def children(pid: int) -> list[int]:
