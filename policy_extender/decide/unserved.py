@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Iterator
 
 from policy_extender.decide.served import served
@@ -65,15 +66,24 @@ def describe(report: dict) -> list[str]:
             "preempt/reclaim (or no task needed the verb: a quiet cluster)" for verb, rules in by_verb.items()]
 
 
-class UnservedWatch:
-    """Per worker: after each onSessionOpen, the report of the set and the tally, logged when it
-    changes and kept for ``/status`` and the metric. ``update_soon`` does it on a thread of its
-    own, so the open's answer never waits for the store reads (Volcano's httpTimeout bounds it)."""
+#: seconds before a verb's warning is logged again for the same policy set: on a real cluster
+#: (docs/e2e-cluster.md) which verbs a cycle calls comes and goes with the workload, and a warning
+#: logged whenever the report changed came every cycle or two from each worker
+RELOG_AFTER = 3600.0
 
-    def __init__(self, cycles: int) -> None:
+
+class UnservedWatch:
+    """Per worker: after each onSessionOpen, the report of the set and the tally, kept for
+    ``/status`` and the metric (always current) and logged: each verb's line the first time the
+    verb is reported for a policy set, again only after ``RELOG_AFTER`` seconds. ``update_soon``
+    does it on a thread of its own, so the open's answer never waits for the store reads
+    (Volcano's httpTimeout bounds it)."""
+
+    def __init__(self, cycles: int, clock: Any = time.monotonic) -> None:
         self.cycles = cycles
         self.report: dict | None = None
-        self._logged: tuple = ()
+        self._clock = clock
+        self._logged: dict[tuple[Any, str], float] = {}  # (policy set, verb) -> when its line was logged
         self._lock = threading.Lock()
         self.thread: threading.Thread | None = None  # the last update_soon's (tests join it)
 
@@ -101,9 +111,12 @@ class UnservedWatch:
         for rule in report["rules"]:
             counts[rule["verb"]] = counts.get(rule["verb"], 0) + 1
         set_metric(counts, [v for v in served(policy_set).kinds_by_verb])
-        shown = tuple(sorted((r["verb"], r["rule"]) for r in report["rules"]))
-        if shown and shown != self._logged:
-            for line in describe(report):
+        now = self._clock()
+        version = getattr(policy_set, "version", id(policy_set))
+        due = {r["verb"] for r in report["rules"]
+               if now - self._logged.get((version, r["verb"]), -RELOG_AFTER) >= RELOG_AFTER}
+        if due:
+            for line in describe({**report, "rules": [r for r in report["rules"] if r["verb"] in due]}):
                 log.warning("%s", line)
-        self._logged = shown
+            self._logged.update({(version, verb): now for verb in due})
         return report

@@ -97,3 +97,30 @@ def test_a_cycle_whose_entries_the_cap_dropped_is_no_evidence(tmp_path):
         assert rules_not_called(svc.policies.current, svc.tally, 2) is None
     finally:
         svc.tally.close()
+
+
+def test_a_verb_whose_calls_come_and_go_is_logged_once_an_hour_not_every_cycle(tmp_path, caplog):
+    """On a real cluster which verbs a cycle calls follows the workload: the report changes every
+    few cycles, and each change logged the warnings again (3 to 5 lines a second from the shipped
+    set). /status and the metric stay current; the log says each verb once per policy set and
+    hour."""
+    from policy_extender.decide import unserved
+
+    svc = service(tmp_path)
+    now = [1000.0]
+    svc.unserved = unserved.UnservedWatch(2, clock=lambda: now[0])
+    try:
+        with caplog.at_level(logging.WARNING, logger="policy_extender.unserved"):
+            for i in range(12):  # prioritize called in every third cycle: the report flaps
+                cycle(svc, *([("prioritize", PRIORITIZE)] if i % 3 == 0 else []))
+                svc.unserved.thread.join(10)
+                now[0] += 1
+            verbs = [r.getMessage().split()[4] for r in caplog.records]
+            assert sorted(verbs) == ["jobReady", "prioritize"]   # each once, flapping or not
+            assert svc.unserved.report is not None                  # /status is still current
+            now[0] += unserved.RELOG_AFTER
+            cycle(svc)
+            svc.unserved.thread.join(10)
+            assert sorted(r.getMessage().split()[4] for r in caplog.records[2:]) == ["jobReady", "prioritize"]
+    finally:
+        svc.tally.close()

@@ -280,6 +280,7 @@ class Run:
             "policy_edits_s": [s for _, s in self.edits],
             **cycle,
             **({"service_verbs": verbs} if verbs else {}),
+            **({"service_warnings": warnings} if (warnings := service_warnings(self.cluster)) else {}),
         }
 
 
@@ -345,6 +346,22 @@ def service_verbs(cluster: Cluster) -> dict:
                 into[verb] = into.get(verb, 0.0) + float(line.rsplit(" ", 1)[1])
     return {v: {"calls": int(counts[v]), "mean_ms": round(sums[v] / counts[v] * 1000, 2), "total_s": round(sums[v], 1)}
             for v in sorted(counts) if counts[v]}
+
+
+def service_warnings(cluster: Cluster) -> dict[str, int]:
+    """WARNING and ERROR lines of the service's log, by logger: what an operator's log holds."""
+    proc = cluster.procs.get("policy-extender")
+    if proc is None:
+        return {}
+    found: dict[str, int] = {}
+    for line in proc.log_path.read_text(errors="replace").splitlines():
+        if line.startswith("{") and ('"level": "WARNING"' in line or '"level": "ERROR"' in line):
+            try:
+                logger = json.loads(line).get("logger", "?")
+            except ValueError:
+                continue
+            found[logger] = found.get(logger, 0) + 1
+    return found
 
 
 def children(pid: int) -> list[int]:
