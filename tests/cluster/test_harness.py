@@ -151,3 +151,15 @@ def test_an_evicted_protected_pod_is_a_finding_and_a_finished_one_is_not_evicted
     assert c.findings == []
     apply(c, obs, 5.0, pod("u1", "train-w-0", "a100", {"protected": "true"}, deleting=True))
     assert [f.check for f in c.findings] == ["never_evicted"]
+
+
+def test_the_evicted_expectation_selects_by_annotation_too(tmp_path):
+    trace = load(write(tmp_path, CHECKED.replace(
+        "  never_evicted:", "  evicted: [{name: preempted, pods: \"!annotation:protected\", min: 1}]\n  never_evicted:")))
+    obs = Observer.__new__(Observer)
+    obs.world, obs.t0 = World(), 0.0
+    c = Checks(trace, obs)
+    apply(c, obs, 1.0, pod("u1", "train-w-0", "a100", {"protected": "true"}))
+    apply(c, obs, 2.0, pod("u1", "train-w-0", "a100", {"protected": "true"}, deleting=True))
+    c.finish(3.0)
+    assert "evicted" in [f.check for f in c.findings]   # the only eviction was of a protected pod

@@ -169,7 +169,7 @@ class Checks:
                           f"({', '.join(sorted({p.node or '' for p in bound}))})")
         for rule in self.trace.invariants.get("evicted", []):
             sel = selector(rule.get("pods"))
-            n = sum(1 for p in world.pods.values() if p.evicted and sel(p.labels))
+            n = sum(1 for p in world.pods.values() if p.evicted and sel(p.labels | _annotation_labels(p)))
             if n < int(rule.get("min", 1)):
                 self.fail("evicted", t, f"{rule.get('name', 'evicted')}: {n} pods matching {rule.get('pods')!r} "
                           f"were evicted, expected at least {rule.get('min', 1)}")
