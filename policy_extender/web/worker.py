@@ -243,6 +243,7 @@ class WholeRequestWorker(ThreadWorker):
             return
         if arrival.handshake and not self.shake_hands(conn, arrival):
             return
+        first = not arrival.data and arrival.body is None
         try:
             if arrival.body is not None:
                 closed = receive_into(conn.sock, arrival)
@@ -251,6 +252,14 @@ class WholeRequestWorker(ThreadWorker):
         except OSError:  # reset by the client, a TLS error: nothing to answer
             self.drop(conn, answer=False)
             return
+        if first and arrival.data:
+            # The request begins with its first byte, not with the connection: Go's transport
+            # dials connections it may park unused for a cycle or more (docs/e2e-cluster.md), and
+            # a clock from the accept made an onSessionOpen sent on one a second later look late
+            # and gave its call's volcano_timeout deadline that second less. A connection that
+            # sends nothing is still closed at its deadline from the accept.
+            arrival.started = arrival.progressed = time.monotonic()
+            arrival.deadline = arrival.started + self.timeout_seconds
         before = arrival.held
         self.hold(arrival, arrival.data.__sizeof__() + arrival.got)  # what ``data`` took, not only used
         if arrival.held > before:
