@@ -37,3 +37,9 @@ def test_the_short_trace_holds_every_invariant_on_a_real_cluster(tmp_path):
     assert checked.get("checked why default/too-big") == 1, checked
     # the worker kill and the restart happened, and the restart's window was measured
     assert 0 < stats["service_down_s"] < 10, stats
+    # what an operator's log holds: no open warned late while Volcano had its answer (the clock
+    # from a parked connection's accept: 34 to 40 such lines a run before the fix), and the
+    # rules-not-called warning once per verb and worker process (2 workers, 1 after the kill, 2
+    # after the restart; 91 lines a run before the fix)
+    assert stats["late_open_warnings"] == 0, stats
+    assert stats.get("service_warnings", {}).get("policy_extender.unserved", 0) <= 7 * 5, stats

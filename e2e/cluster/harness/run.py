@@ -281,6 +281,7 @@ class Run:
             **cycle,
             **({"service_verbs": verbs} if verbs else {}),
             **({"service_warnings": warnings} if (warnings := service_warnings(self.cluster)) else {}),
+            "late_open_warnings": late_open_warnings(self.cluster),
         }
 
 
@@ -362,6 +363,15 @@ def service_warnings(cluster: Cluster) -> dict[str, int]:
                 continue
             found[logger] = found.get(logger, 0) + 1
     return found
+
+
+def late_open_warnings(cluster: Cluster) -> int:
+    """The service's "onSessionOpen took ... longer than volcano_timeout" lines: each says Volcano
+    gave up on an open (vc-scheduler's log then shows "OnSessionOpen failed")."""
+    proc = cluster.procs.get("policy-extender")
+    if proc is None:
+        return 0
+    return proc.log_path.read_text(errors="replace").count("longer than volcano_timeout")
 
 
 def children(pid: int) -> list[int]:
