@@ -163,3 +163,28 @@ def test_the_evicted_expectation_selects_by_annotation_too(tmp_path):
     apply(c, obs, 2.0, pod("u1", "train-w-0", "a100", {"protected": "true"}, deleting=True))
     c.finish(3.0)
     assert "evicted" in [f.check for f in c.findings]   # the only eviction was of a protected pod
+
+
+def test_the_container_runs_with_the_images_entrypoint_and_env_from_the_dockerfile():
+    from harness.control_plane import dockerfile_image
+
+    image = dockerfile_image()
+    assert image["entrypoint"] == ["policy-extender", "serve"]
+    # comments inside the continued ENV instruction are dropped, as Docker drops them
+    assert image["env"]["POLICY_EXTENDER_POLICY_DIRS"] == "/etc/policy-extender/policies"
+    assert image["env"]["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/policy-extender-metrics"
+    assert image["workdir"] == "/tmp" and image["cmd"] == []   # HEALTHCHECK's CMD is not the image's
+
+
+def test_a_mount_path_is_moved_to_its_directory_in_env_values_flags_and_store_urls(tmp_path):
+    from harness.control_plane import Cluster
+
+    mounts = {"/var/run/policy-extender": tmp_path / "run", "/tmp": tmp_path / "tmp",
+              "/volcano.scheduler": tmp_path / "conf"}
+    rewrite = Cluster._rewrite
+    assert rewrite("sqlite:/var/run/policy-extender/sessions.sqlite", mounts) == f"sqlite:{tmp_path}/run/sessions.sqlite"
+    assert rewrite("/tmp/policy-extender-metrics", mounts) == f"{tmp_path}/tmp/policy-extender-metrics"
+    assert rewrite("--scheduler-conf=/volcano.scheduler/volcano-scheduler.conf", mounts) == \
+        f"--scheduler-conf={tmp_path}/conf/volcano-scheduler.conf"
+    assert rewrite("/tmpfoo", mounts) == "/tmpfoo"          # a prefix of a name is not a path under it
+    assert rewrite("127.0.0.1:8713", mounts) == "127.0.0.1:8713"
