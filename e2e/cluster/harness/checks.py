@@ -46,6 +46,7 @@ class Checks:
     findings: list[Finding] = field(default_factory=list)
     counted: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     short_gangs: dict[str, float] = field(default_factory=dict)   # job -> since when it is short
+    reported_gangs: set[str] = field(default_factory=set)          # each short gang is reported once
     down_windows: list[list[float]] = field(default_factory=list)  # [down, up again]: the service restarted
     unjudged: list[Finding] = field(default_factory=list)   # violations while the service was down
 
@@ -59,7 +60,8 @@ class Checks:
         self.never_evicted = [(r.get("name", f"never_evicted[{i}]"), selector(r.get("pods")))
                               for i, r in enumerate(inv.get("never_evicted", []))]
         self.queue_caps = inv.get("queue_cap", [])
-        self.max_per_node = inv.get("max_per_node", [])
+        self.max_per_node = [(r.get("name", f"max_per_node[{i}]"), selector(r.get("pods")), int(r["max"]))
+                             for i, r in enumerate(inv.get("max_per_node", []))]
         self.min_available = {f"{j.namespace}/{j.name}": j.min_available for j in self.trace.jobs}
         self.queue_of = {f"{j.namespace}/{j.name}": j.queue for j in self.trace.jobs}
 
@@ -110,16 +112,14 @@ class Checks:
             if held > float(cap["max"]):
                 self.fail("queue_cap", t, f"queue {cap['queue']} holds {held:g} {cap['resource']} after binding "
                           f"{pod.namespace}/{pod.name}, more than {cap['max']}")
-        for rule in self.max_per_node:
-            sel = selector(rule.get("pods"))
-            if not sel(pod.labels):
+        for name, pods, most in self.max_per_node:
+            if not pods(pod.labels):
                 continue
             same = [p for p in world.pods.values() if p.node == pod.node and p.job == pod.job
                     and p.namespace == pod.namespace and p.deleting_at is None]
-            self.counted[f"checked max_per_node {rule.get('name', '')}"] += 1
-            if len(same) > int(rule["max"]):
-                self.fail("max_per_node", t, f"{rule.get('name', 'max_per_node')}: job {pod.job} has {len(same)} "
-                          f"pods on {pod.node}, at most {rule['max']}")
+            self.counted[f"checked max_per_node {name}"] += 1
+            if len(same) > most:
+                self.fail("max_per_node", t, f"{name}: job {pod.job} has {len(same)} pods on {pod.node}, at most {most}")
         # no pod bound twice: one Scheduled event per pod is checked at the end; a second node here
         # would be a changed spec.nodeName, which the API server refuses
 
@@ -139,8 +139,8 @@ class Checks:
                 self.short_gangs.pop(job, None)
                 continue
             since = self.short_gangs.setdefault(job, first[job])
-            if t - since > self.trace.settle and job not in {f.message.split()[1] for f in self.findings
-                                                             if f.check == "gang"}:
+            if t - since > self.trace.settle and job not in self.reported_gangs:
+                self.reported_gangs.add(job)
                 self.fail("gang", t, f"job {job} has {len(uids)} of its {need} minAvailable pods bound "
                           f"for {t - since:.0f}s")
 
@@ -158,7 +158,7 @@ class Checks:
                 self.fail("bound_once", t, f"{p.namespace}/{p.name} was bound {n} times")
         for job in self.trace.jobs:
             key = f"{job.namespace}/{job.name}"
-            phase = ((world.jobs.get(key) or {}).get("status") or {}).get("state", {}).get("phase")
+            phase = world.job_phase(key)
             bound = [p for p in world.pods.values() if p.job == job.name and p.namespace == job.namespace and p.node]
             if job.expect == "finishes" and phase != "Completed":
                 self.fail("finishes", t, f"job {key} is {phase or 'not created'}, expected Completed "

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from . import pki as pkimod
-from .kube import ApiError, Kube
+from .kube import Kube
 from .procs import Proc, free_port, http_ok, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -270,10 +270,14 @@ class Cluster:
         self.serve_cwd = Path(workdir) if Path(workdir).is_dir() else self.run
         self.start_serve()
 
+    @property
+    def ops(self) -> str:
+        """Where the service answers /readyz, /status, /metrics and /why: its ops port, else the verbs'."""
+        return self.serve_env.get("POLICY_EXTENDER_OPS_BIND") or self.serve_env["POLICY_EXTENDER_BIND"]
+
     def start_serve(self) -> None:
-        ops = self.serve_env.get("POLICY_EXTENDER_OPS_BIND") or self.serve_env["POLICY_EXTENDER_BIND"]
         proc = self.start("policy-extender", self.serve_argv, env=self.serve_env, cwd=self.serve_cwd)
-        wait_for("policy-extender /readyz", lambda: http_ok(f"http://{ops}/readyz"), 60, proc)
+        wait_for("policy-extender /readyz", lambda: http_ok(f"http://{self.ops}/readyz"), 60, proc)
 
     def _other_extender(self) -> None:
         """The comparisons: no extender (the plugin removed from the conf) or one that answers the

@@ -55,6 +55,10 @@ class World:
     job_phase_at: dict[str, dict[str, float]] = field(default_factory=dict)
     deleted_by_harness: set[str] = field(default_factory=set)  # ns/name of jobs the trace deleted
 
+    def job_phase(self, key: str) -> str | None:
+        """The Volcano Job's phase (ns/name) as the watch last reported it; None before it exists."""
+        return ((self.jobs.get(key) or {}).get("status") or {}).get("state", {}).get("phase")
+
     def node_at(self, name: str, t: float) -> NodeState | None:
         """The node as the watch last reported it at t (before its first report: that one; the
         nodes are made before a trace starts)."""
@@ -73,7 +77,6 @@ class Observer:
         self.q: queue.Queue = queue.Queue()
         self.on_change = on_change
         self.stopping = threading.Event()
-        self.errors: list[str] = []
         self.lock = threading.Lock()
 
     def now(self) -> float:
@@ -98,7 +101,7 @@ class Observer:
                         rv = ev["object"]["metadata"]["resourceVersion"]
                         if ev["type"] != "BOOKMARK":
                             self.q.put((self.now(), kind, ev["type"], ev["object"]))
-            except Exception as e:   # a closed or expired watch: list again (the state is idempotent)
+            except Exception:   # a closed or expired watch: list again (the state is idempotent)
                 if not self.stopping.is_set():
                     time.sleep(0.2)
 

@@ -110,28 +110,19 @@ class Run:
         self.observer.stopping.set()
         return stats
 
-    def _jobs_state(self) -> tuple[int, int, int]:
-        world = self.observer.world
-        completed = sum(1 for j in self.trace.jobs
-                        if ((world.jobs.get(f"{j.namespace}/{j.name}") or {}).get("status") or {})
-                        .get("state", {}).get("phase") == "Completed")
-        bound = sum(1 for p in world.pods.values() if p.node)
-        return len(self.submitted), completed, bound
-
     def _progress(self) -> str:
-        sub, completed, bound = self._jobs_state()
-        return f"{sub}/{len(self.trace.jobs)} jobs submitted, {completed} completed, {bound} pods bound"
+        world = self.observer.world
+        completed = sum(1 for j in self.trace.jobs if world.job_phase(f"{j.namespace}/{j.name}") == "Completed")
+        bound = sum(1 for p in world.pods.values() if p.node)
+        return (f"{len(self.submitted)}/{len(self.trace.jobs)} jobs submitted, {completed} completed, "
+                f"{bound} pods bound")
 
     def _all_judged(self) -> bool:
+        """Every job expected to finish has (a job expected to stay pending is watched until the
+        settle time after the last arrival, or the trace's duration)."""
         world = self.observer.world
-        for j in self.trace.jobs:
-            if j.expect != "finishes":
-                continue
-            phase = ((world.jobs.get(f"{j.namespace}/{j.name}") or {}).get("status") or {}).get("state", {}).get("phase")
-            if phase != "Completed":
-                return False
-        # pending jobs are judged at the end of the trace's duration unless every other job is done
-        return True
+        return all(world.job_phase(f"{j.namespace}/{j.name}") == "Completed"
+                   for j in self.trace.jobs if j.expect == "finishes")
 
     def submit(self, job: Job) -> None:
         self.submitted[f"{job.namespace}/{job.name}"] = time.monotonic()
@@ -211,13 +202,12 @@ class Run:
         c = self.cluster
         if c.extender != "policy-extender":
             return
-        ops = c.serve_env.get("POLICY_EXTENDER_OPS_BIND") or c.serve_env["POLICY_EXTENDER_BIND"]
         cm = c.kube.get("/api/v1/namespaces/volcano-system/configmaps/policy-extender-policies")
         wanted = (cm["metadata"].get("annotations") or {}).get("policy-extender/policy-version")
         start = time.monotonic()
         status: dict = {}
         while time.monotonic() - start < timeout:
-            with urllib.request.urlopen(f"http://{ops}/status", timeout=5) as r:
+            with urllib.request.urlopen(f"http://{c.ops}/status", timeout=5) as r:
                 status = json.loads(r.read())
             policy = status["policy"]
             if broken and policy["errors"] and policy["version"] == self.policy_version:
@@ -238,13 +228,11 @@ class Run:
     # -- the end -------------------------------------------------------------------------------------
     def _why(self) -> list[tuple[dict, int, str]]:
         results: list[tuple[dict, int, str]] = []
-        env = self.cluster.serve_env if self.cluster.extender == "policy-extender" else None
-        if env is None:
+        if self.cluster.extender != "policy-extender":
             return results
-        ops = env.get("POLICY_EXTENDER_OPS_BIND") or env["POLICY_EXTENDER_BIND"]
         for rule in self.trace.invariants.get("why", []):
             proc = subprocess.run([sys.executable, "-m", "policy_extender", "why", rule["name"],
-                                   "--url", f"http://{ops}"], capture_output=True, text=True, timeout=30)
+                                   "--url", f"http://{self.cluster.ops}"], capture_output=True, text=True, timeout=30)
             out = proc.stdout + proc.stderr
             results.append((rule, proc.returncode, out))
             if proc.returncode != 0 or rule.get("contains", "") not in out:
@@ -332,9 +320,8 @@ def service_verbs(cluster: Cluster) -> dict:
     in the service goes."""
     if cluster.extender != "policy-extender":
         return {}
-    ops = cluster.serve_env.get("POLICY_EXTENDER_OPS_BIND") or cluster.serve_env["POLICY_EXTENDER_BIND"]
     try:
-        with urllib.request.urlopen(f"http://{ops}/metrics", timeout=5) as r:
+        with urllib.request.urlopen(f"http://{cluster.ops}/metrics", timeout=5) as r:
             text = r.read().decode()
     except OSError:
         return {}

@@ -75,8 +75,7 @@ class Event:
 
 EVENT_KINDS = ("apply-policies", "break-policy", "kill-worker", "restart-service", "cordon", "uncordon",
                "label", "scheduler-conf", "delete-job")
-INVARIANTS = ("never_bound", "never_evicted", "evicted", "queue_cap", "max_per_node", "reasons", "why",
-              "policy_error_reported")
+INVARIANTS = ("never_bound", "never_evicted", "evicted", "queue_cap", "max_per_node", "reasons", "why")
 
 
 @dataclass
