@@ -161,3 +161,13 @@ def test_the_readme_example_checks_and_answers_as_shown(tmp_path, capsys):
         assert exchanger.call("predicate", call.group(1).encode()) == json.loads(call.group(2))
     finally:
         exchanger.service.stop()
+
+
+def test_the_readiness_answer_shown_carries_the_bundled_policies_version():
+    """The README's `curl .../readyz` answer names the version of policies/ (a hash of the files),
+    which `policy-extender configmap policies` writes into the shipped ConfigMap's annotation
+    (kept current by tests/ops): a changed policy file changes both."""
+    shown = re.search(r'readyz` → `\{"status":"ready","version":"([0-9a-f]+)"\}`', (ROOT / "README.md").read_text())
+    shipped = re.search(r"policy-extender/policy-version: ([0-9a-f]+)",
+                        (ROOT / "docker" / "k8s" / "policies" / "configmap.yaml").read_text())
+    assert shown and shipped and shown.group(1) == shipped.group(1)
